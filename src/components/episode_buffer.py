@@ -1,0 +1,220 @@
+"""EpisodeBatch: fixed-size [batch, time, ...] tensors described by a scheme; ReplayBuffer over it."""
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+
+class EpisodeBatch:
+    """Episodes stored as tensors allocated once.
+
+    scheme: {field: {"vshape": int|tuple, "group": str (optional), "dtype": torch dtype,
+    "episode_const": bool}}. Grouped fields are [B, T, groups[group], *vshape], others
+    [B, T, *vshape]; episode-constant fields drop T. `filled` is added automatically.
+    preprocess: {field: (new_field, [transforms])} applied whenever `field` is written.
+    """
+
+    def __init__(self, scheme, groups, batch_size, max_seq_length, data=None, preprocess=None,
+                 device="cpu"):
+        self.scheme = dict(scheme)
+        self.groups = groups
+        self.batch_size = batch_size
+        self.max_seq_length = max_seq_length
+        self.preprocess = {} if preprocess is None else preprocess
+        self.device = device
+        if data is not None:
+            self.data = data
+        else:
+            self.data = SimpleNamespace(transition_data={}, episode_data={})
+            self._setup_data(self.scheme, groups, batch_size, max_seq_length, self.preprocess)
+
+    def _setup_data(self, scheme, groups, batch_size, max_seq_length, preprocess):
+        for k, (new_k, transforms) in preprocess.items():
+            assert k in scheme, f"preprocess source '{k}' is not in the scheme"
+            vshape = scheme[k]["vshape"]
+            dtype = scheme[k].get("dtype", torch.float32)
+            for transform in transforms:
+                vshape, dtype = transform.infer_output_info(vshape, dtype)
+            scheme[new_k] = {"vshape": vshape, "dtype": dtype}
+            for key in ("group", "episode_const"):
+                if key in scheme[k]:
+                    scheme[new_k][key] = scheme[k][key]
+
+        if "filled" in scheme:
+            raise ValueError("'filled' is a reserved key of the scheme")
+        scheme["filled"] = {"vshape": (1,), "dtype": torch.uint8}
+
+        for field, info in scheme.items():
+            assert "vshape" in info, f"scheme field '{field}' needs a 'vshape'"
+            vshape = info["vshape"]
+            vshape = (vshape,) if isinstance(vshape, int) else tuple(vshape)
+            dtype = info.get("dtype", torch.float32)
+            group = info.get("group")
+            shape = (groups[group], *vshape) if group else vshape
+            if info.get("episode_const", False):
+                self.data.episode_data[field] = torch.zeros((batch_size, *shape), dtype=dtype,
+                                                            device=self.device)
+            else:
+                self.data.transition_data[field] = torch.zeros(
+                    (batch_size, max_seq_length, *shape), dtype=dtype, device=self.device)
+
+    def extend(self, scheme, groups=None):
+        self._setup_data(scheme, self.groups if groups is None else groups, self.batch_size,
+                         self.max_seq_length, preprocess={})
+
+    def to(self, device):
+        for store in (self.data.transition_data, self.data.episode_data):
+            for k, v in store.items():
+                store[k] = v.to(device)
+        self.device = device
+        return self
+
+    def update(self, data, bs=slice(None), ts=slice(None), mark_filled=True):
+        """Write `data` ({field: array-like}) into episodes `bs` at time steps `ts`."""
+        slices = self._parse_slices((bs, ts))
+        for k, v in data.items():
+            if k in self.data.transition_data:
+                target = self.data.transition_data
+                if mark_filled:
+                    target["filled"][slices] = 1
+                    mark_filled = False
+                _slices = slices
+            elif k in self.data.episode_data:
+                target = self.data.episode_data
+                _slices = slices[0]
+            else:
+                raise KeyError(f"'{k}' is neither transition nor episode data of this batch")
+
+            dtype = self.scheme[k].get("dtype", torch.float32)
+            if isinstance(v, (list, tuple)):
+                v = np.asarray(v)
+            v = torch.as_tensor(v, dtype=dtype, device=self.device)
+            dest_shape = target[k][_slices].shape
+            self._check_safe_view(v, dest_shape, k)
+            target[k][_slices] = v.view(dest_shape)
+
+            if k in self.preprocess:
+                new_k, transforms = self.preprocess[k]
+                v = target[k][_slices]
+                for transform in transforms:
+                    v = transform.transform(v)
+                target[new_k][_slices] = v.view(target[new_k][_slices].shape)
+
+    @staticmethod
+    def _check_safe_view(v, dest_shape, key):
+        """Right-to-left shape check: each destination axis equals the source's or is 1."""
+        idx = len(v.shape) - 1
+        for s in dest_shape[::-1]:
+            if idx >= 0 and v.shape[idx] == s:
+                idx -= 1
+            elif s != 1:
+                raise ValueError(f"cannot write '{key}' of shape {tuple(v.shape)} into a slot "
+                                 f"of shape {tuple(dest_shape)}")
+        if idx >= 0 and any(d != 1 for d in v.shape[: idx + 1]):
+            raise ValueError(f"cannot write '{key}' of shape {tuple(v.shape)} into a slot "
+                             f"of shape {tuple(dest_shape)}")
+
+    def __getitem__(self, item):
+        if isinstance(item, str):
+            if item in self.data.episode_data:
+                return self.data.episode_data[item]
+            if item in self.data.transition_data:
+                return self.data.transition_data[item]
+            raise KeyError(item)
+        if isinstance(item, tuple) and all(isinstance(it, str) for it in item):
+            new_data = SimpleNamespace(transition_data={}, episode_data={})
+            for key in item:
+                if key in self.data.transition_data:
+                    new_data.transition_data[key] = self.data.transition_data[key]
+                elif key in self.data.episode_data:
+                    new_data.episode_data[key] = self.data.episode_data[key]
+                else:
+                    raise KeyError(key)
+            new_scheme = {key: self.scheme[key] for key in item}
+            new_groups = {self.scheme[key]["group"]: self.groups[self.scheme[key]["group"]]
+                          for key in item if "group" in self.scheme[key]}
+            return EpisodeBatch(new_scheme, new_groups, self.batch_size, self.max_seq_length,
+                                data=new_data, device=self.device)
+
+        slices = self._parse_slices(item)
+        new_data = SimpleNamespace(
+            transition_data={k: v[slices] for k, v in self.data.transition_data.items()},
+            episode_data={k: v[slices[0]] for k, v in self.data.episode_data.items()})
+        ret_bs = self._get_num_items(slices[0], self.batch_size)
+        ret_max_t = self._get_num_items(slices[1], self.max_seq_length)
+        return EpisodeBatch(self.scheme, self.groups, ret_bs, ret_max_t, data=new_data,
+                            device=self.device)
+
+    @staticmethod
+    def _get_num_items(indexing_item, max_size):
+        if isinstance(indexing_item, (list, np.ndarray, torch.Tensor)):
+            return len(indexing_item)
+        if isinstance(indexing_item, slice):
+            return len(range(*indexing_item.indices(max_size)))
+        raise TypeError(f"unsupported index {indexing_item!r}")
+
+    @staticmethod
+    def _parse_slices(items):
+        if isinstance(items, (slice, int, list, np.ndarray, torch.Tensor)):
+            items = (items, slice(None))
+        if len(items) != 2:
+            raise IndexError("index an EpisodeBatch with [episodes, time]")
+        parsed = []
+        for axis, item in enumerate(items):
+            if isinstance(item, (int, np.integer)):
+                parsed.append(slice(int(item), int(item) + 1))
+            elif axis == 1 and not isinstance(item, slice):
+                raise IndexError("the time index must be an int or a slice")
+            else:
+                parsed.append(item)
+        return tuple(parsed)
+
+    def max_t_filled(self):
+        return int(self.data.transition_data["filled"].sum(1).max())
+
+    def __repr__(self):
+        return (f"EpisodeBatch(batch_size={self.batch_size}, max_seq_length={self.max_seq_length}, "
+                f"keys={list(self.scheme)}, groups={self.groups})")
+
+
+class ReplayBuffer(EpisodeBatch):
+    """A ring buffer of whole episodes, sampled uniformly; lives on `device` (the CPU by default)."""
+
+    def __init__(self, scheme, groups, buffer_size, max_seq_length, preprocess=None, device="cpu"):
+        super().__init__(scheme, groups, buffer_size, max_seq_length, preprocess=preprocess,
+                         device=device)
+        self.buffer_size = buffer_size
+        self.buffer_index = 0
+        self.episodes_in_buffer = 0
+
+    def insert_episode_batch(self, ep_batch):
+        n = ep_batch.batch_size
+        if self.buffer_index + n <= self.buffer_size:
+            dst = slice(self.buffer_index, self.buffer_index + n)
+            t = ep_batch.max_seq_length
+            # Straight copies: the batch already holds its preprocessed fields and `filled`.
+            for k, v in ep_batch.data.transition_data.items():
+                self.data.transition_data[k][dst, :t] = v.to(self.device)
+            for k, v in ep_batch.data.episode_data.items():
+                self.data.episode_data[k][dst] = v.to(self.device)
+            self.buffer_index += n
+            self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
+            self.buffer_index %= self.buffer_size
+        else:
+            left = self.buffer_size - self.buffer_index
+            self.insert_episode_batch(ep_batch[0:left, :])
+            self.insert_episode_batch(ep_batch[left:, :])
+
+    def can_sample(self, batch_size):
+        return self.episodes_in_buffer >= batch_size
+
+    def sample(self, batch_size):
+        assert self.can_sample(batch_size)
+        if self.episodes_in_buffer == batch_size:
+            return self[:batch_size]
+        ep_ids = np.random.choice(self.episodes_in_buffer, batch_size, replace=False)
+        return self[ep_ids]
+
+    def __repr__(self):
+        return (f"ReplayBuffer({self.episodes_in_buffer}/{self.buffer_size} episodes, "
+                f"keys={list(self.scheme)}, groups={self.groups})")

@@ -1,0 +1,16 @@
+import torch
+
+
+class OneHot:
+    """Index tensor [..., 1] -> one-hot [..., out_dim]."""
+
+    def __init__(self, out_dim):
+        self.out_dim = out_dim
+
+    def transform(self, tensor):
+        out = tensor.new_zeros(*tensor.shape[:-1], self.out_dim, dtype=torch.float32)
+        out.scatter_(-1, tensor.long(), 1.0)
+        return out
+
+    def infer_output_info(self, vshape_in, dtype_in):
+        return (self.out_dim,), torch.float32

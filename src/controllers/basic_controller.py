@@ -1,0 +1,89 @@
+import torch
+
+from components.action_selectors import REGISTRY as action_REGISTRY
+from modules.agents import REGISTRY as agent_REGISTRY
+
+
+class BasicMAC:
+    """Multi-agent controller: one agent network shared by all agents (parameter sharing)."""
+
+    def __init__(self, scheme, groups, args):
+        self.n_agents = args.n_agents
+        self.args = args
+        self.input_shape = self._get_input_shape(scheme)
+        self.agent = agent_REGISTRY[args.agent](self.input_shape, args)
+        self.action_selector = action_REGISTRY[args.action_selector](args)
+        self.hidden_states = None
+        self._agent_ids = None
+
+    # --- acting -----------------------------------------------------------------------------
+    def select_actions(self, ep_batch, t_ep, t_env, bs=slice(None), test_mode=False):
+        """Actions [len(bs), N] for the episodes `bs` of `ep_batch` at step `t_ep`."""
+        avail_actions = ep_batch["avail_actions"][bs, t_ep]
+        agent_outputs = self.forward(ep_batch, t_ep)
+        return self.action_selector.select_action(agent_outputs[bs], avail_actions, t_env,
+                                                  test_mode=test_mode)
+
+    def forward(self, ep_batch, t):
+        """One step for every episode of the batch, carrying the hidden state: [B, N, A]."""
+        inputs = self._build_inputs(ep_batch, t, t + 1)  # [B, 1, N, in]
+        b = ep_batch.batch_size
+        x = inputs.transpose(1, 2).reshape(b * self.n_agents, 1, -1)
+        out, self.hidden_states = self.agent(x, self.hidden_states)
+        return out.view(b, self.n_agents, -1)
+
+    # --- training ---------------------------------------------------------------------------
+    def forward_seq(self, batch):
+        """All steps of `batch` in one call from a fresh hidden state: [B, T, N, A]."""
+        inputs = self._build_inputs(batch, 0, batch.max_seq_length)  # [B, T, N, in]
+        b, t = inputs.shape[:2]
+        x = inputs.transpose(1, 2).reshape(b * self.n_agents, t, -1)
+        out, _ = self.agent(x, self.agent.init_hidden(b * self.n_agents))
+        return out.view(b, self.n_agents, t, -1).transpose(1, 2)
+
+    def init_hidden(self, batch_size):
+        self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
+
+    # --- inputs -----------------------------------------------------------------------------
+    def _build_inputs(self, batch, t0, t1):
+        # -> [B, t1 - t0, N, input_shape]: obs, last action one-hot, agent id one-hot
+        obs = batch["obs"][:, t0:t1]
+        parts = [obs]
+        if self.args.obs_last_action:
+            onehot = batch["actions_onehot"]
+            if t0 == 0:  # no action before the first step
+                last = torch.cat([torch.zeros_like(onehot[:, :1]), onehot[:, :t1 - 1]], dim=1)
+            else:
+                last = onehot[:, t0 - 1:t1 - 1]
+            parts.append(last)
+        if self.args.obs_agent_id:
+            if self._agent_ids is None or self._agent_ids.device != obs.device:
+                self._agent_ids = torch.eye(self.n_agents, device=obs.device)
+            parts.append(self._agent_ids.expand(*obs.shape[:2], -1, -1))
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else obs
+
+    def _get_input_shape(self, scheme):
+        input_shape = scheme["obs"]["vshape"]
+        input_shape = input_shape if isinstance(input_shape, int) else input_shape[0]
+        if self.args.obs_last_action:
+            input_shape += scheme["actions_onehot"]["vshape"][0]
+        if self.args.obs_agent_id:
+            input_shape += self.n_agents
+        return input_shape
+
+    # --- parameters -------------------------------------------------------------------------
+    def parameters(self):
+        return self.agent.parameters()
+
+    def load_state(self, other_mac):
+        self.agent.load_state_dict(other_mac.agent.state_dict())
+
+    def state_dict(self):
+        return self.agent.state_dict()
+
+    def load_state_dict(self, state):
+        self.agent.load_state_dict(state)
+
+    def to(self, device):
+        self.agent.to(device)
+        return self

@@ -1,0 +1,22 @@
+"""Environments by name. Constructors import their simulators lazily."""
+from utils.registry import Registry
+
+
+def _pettingzoo(**env_args):
+    from envs.pettingzoo_env import PettingZooEnv
+    return PettingZooEnv(**env_args)
+
+
+def _validate_pettingzoo(env_args):
+    from envs.pettingzoo_env import validate_env_args
+    validate_env_args(env_args)
+
+
+REGISTRY = Registry("env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo})
+VALIDATORS = {"mpe": _validate_pettingzoo, "pettingzoo": _validate_pettingzoo}
+
+
+def validate_env_args(env, env_args):
+    """Refuse bad env arguments before a run starts (no-op for envs without a validator)."""
+    if env in VALIDATORS:
+        VALIDATORS[env](env_args)

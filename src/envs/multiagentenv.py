@@ -1,0 +1,71 @@
+class MultiAgentEnv:
+    """The PyMARL environment contract, plus per-agent termination flags.
+
+    step(actions) -> (reward, terminated, info); reward is a float (common reward) or an
+    array of n_agents floats (individual rewards). info["episode_limit"] is True when the
+    episode was cut by the time limit rather than truly terminated.
+    """
+
+    n_agents: int
+    episode_limit: int
+
+    def step(self, actions):
+        raise NotImplementedError
+
+    def get_obs(self):
+        """List of n_agents observations, all of obs_shape."""
+        raise NotImplementedError
+
+    def get_obs_agent(self, agent_id):
+        return self.get_obs()[agent_id]
+
+    def get_obs_size(self):
+        raise NotImplementedError
+
+    def get_state(self):
+        raise NotImplementedError
+
+    def get_state_size(self):
+        raise NotImplementedError
+
+    def get_avail_actions(self):
+        raise NotImplementedError
+
+    def get_avail_agent_actions(self, agent_id):
+        return self.get_avail_actions()[agent_id]
+
+    def get_total_actions(self):
+        raise NotImplementedError
+
+    def get_indi_terminated(self):
+        """One 0/1 flag per agent: 1 from the step the agent is dead or done."""
+        raise NotImplementedError
+
+    def reset(self):
+        """Starts an episode; returns (obs, state)."""
+        raise NotImplementedError
+
+    def render(self):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+    def seed(self, seed=None):
+        raise NotImplementedError
+
+    def save_replay(self):
+        pass
+
+    def get_stats(self):
+        return {}
+
+    def get_env_info(self):
+        return {
+            "state_shape": self.get_state_size(),
+            "obs_shape": self.get_obs_size(),
+            "n_actions": self.get_total_actions(),
+            "n_agents": self.n_agents,
+            "episode_limit": self.episode_limit,
+            "action_space": "discrete",
+        }

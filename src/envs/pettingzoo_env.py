@@ -1,0 +1,199 @@
+"""Any PettingZoo parallel env as a MultiAgentEnv; mpe2 scenarios are chosen by name."""
+import importlib
+import inspect
+import pkgutil
+
+import numpy as np
+
+from envs.multiagentenv import MultiAgentEnv
+from utils.errors import ConfigError
+from utils.registry import unknown_name_message
+
+# env_args keys this wrapper consumes; all others go to the scenario's constructor.
+WRAPPER_KEYS = {"scenario", "key", "seed", "common_reward", "reward_scalarisation"}
+
+
+def mpe2_scenarios():
+    import mpe2
+    return sorted(m.name for m in pkgutil.iter_modules(mpe2.__path__)
+                  if m.name.rsplit("_", 1)[-1].startswith("v") and not m.ispkg)
+
+
+def resolve_module(env_args):
+    """The module whose parallel_env() builds the env: env_args.key, else mpe2.<scenario>."""
+    key = env_args.get("key")
+    if key:
+        try:
+            module = importlib.import_module(key)
+        except ImportError as e:
+            raise ConfigError(f"env_args.key='{key}' cannot be imported: {e}") from None
+        if not hasattr(module, "parallel_env"):
+            raise ConfigError(f"env_args.key='{key}' has no parallel_env(); give the import path "
+                              "of a PettingZoo environment module")
+        return module
+    scenario = env_args.get("scenario")
+    scenarios = mpe2_scenarios()
+    if scenario not in scenarios:
+        raise ConfigError(unknown_name_message("env_args.scenario", scenario, scenarios))
+    return importlib.import_module(f"mpe2.{scenario}")
+
+
+def constructor_kwargs(module, env_args):
+    """Split env_args into the scenario's own arguments, checking them against its signature."""
+    kwargs = {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
+    raw_env = getattr(module, "raw_env", None)
+    if raw_env is None:
+        return kwargs
+    params = inspect.signature(raw_env.__init__).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    accepted = [p for p in params if p != "self"]
+    passed = {}
+    for k, v in kwargs.items():
+        if k in accepted:
+            passed[k] = v
+        elif k != "max_cycles":  # max_cycles is enforced by the wrapper when the env lacks it
+            raise ConfigError(unknown_name_message(f"argument of {module.__name__} (env_args)", k,
+                                                   accepted + sorted(WRAPPER_KEYS)))
+    return passed
+
+
+def validate_env_args(env_args):
+    constructor_kwargs(resolve_module(env_args), env_args)
+    if env_args.get("reward_scalarisation") not in ("sum", "mean"):
+        raise ConfigError(f"env_args.reward_scalarisation={env_args.get('reward_scalarisation')!r}"
+                          " is not valid; valid choices: sum, mean")
+
+
+class PettingZooEnv(MultiAgentEnv):
+    def __init__(self, **env_args):
+        self.module = resolve_module(env_args)
+        self.env = self.module.parallel_env(**constructor_kwargs(self.module, env_args))
+        self.agents = list(self.env.possible_agents)
+        self.n_agents = len(self.agents)
+        self.common_reward = env_args.get("common_reward", True)
+        self.reward_scalarisation = env_args.get("reward_scalarisation", "sum")
+        self._seed = env_args.get("seed")
+        self._seeded = False
+        self.episode_limit = env_args.get("max_cycles") or getattr(self.env.unwrapped, "max_cycles", None)
+        if not self.episode_limit:
+            raise ConfigError(f"{self.module.__name__}: set env_args.max_cycles (the episode limit)")
+
+        spaces = [self.env.action_space(a) for a in self.agents]
+        self.continuous = hasattr(spaces[0], "shape") and not hasattr(spaces[0], "n")
+        if self.continuous:
+            self.agent_action_sizes = [int(np.prod(s.shape)) for s in spaces]
+            self.n_actions = max(self.agent_action_sizes)
+            low = np.full(self.n_actions, np.inf)
+            high = np.full(self.n_actions, -np.inf)
+            for s, d in zip(spaces, self.agent_action_sizes):
+                low[:d] = np.minimum(low[:d], np.asarray(s.low).reshape(-1))
+                high[:d] = np.maximum(high[:d], np.asarray(s.high).reshape(-1))
+            self.action_low, self.action_high = low.tolist(), high.tolist()
+        else:
+            self.agent_action_sizes = [int(s.n) for s in spaces]
+            self.n_actions = max(self.agent_action_sizes)
+        self.obs_sizes = [int(np.prod(self.env.observation_space(a).shape)) for a in self.agents]
+        self.obs_size = max(self.obs_sizes)
+
+        self._avail_alive = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)
+        for i, n in enumerate(self.agent_action_sizes):
+            self._avail_alive[i, :n] = 1
+        self._obs = np.zeros((self.n_agents, self.obs_size), dtype=np.float32)
+        self._done = np.zeros(self.n_agents, dtype=np.uint8)  # terminated or truncated
+        self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
+        self._steps = 0
+        self._has_state = True
+        self.reset()
+        self.state_size = self.get_state().size
+
+    # --- episode ----------------------------------------------------------------------------
+    def reset(self):
+        if not self._seeded:
+            obs, _ = self.env.reset(seed=self._seed)
+            self._seeded = True
+        else:
+            obs, _ = self.env.reset()
+        self._done[:] = 0
+        self._indi_terminated[:] = 0
+        self._steps = 0
+        self._set_obs(obs)
+        return self.get_obs(), self.get_state()
+
+    def step(self, actions):
+        actions = np.asarray(actions)
+        live = self.env.agents
+        if self.continuous:
+            act = {a: actions[i, :self.agent_action_sizes[i]].astype(np.float32)
+                   for i, a in enumerate(self.agents) if a in live}
+        else:
+            act = {a: int(actions[i]) for i, a in enumerate(self.agents) if a in live}
+        obs, rewards, terms, truncs, infos = self.env.step(act)
+        self._steps += 1
+        reward = np.array([float(rewards.get(a, 0.0)) for a in self.agents], dtype=np.float32)
+        for i, a in enumerate(self.agents):
+            if terms.get(a, False):
+                self._indi_terminated[i] = 1
+            if terms.get(a, False) or truncs.get(a, False) or a not in self.env.agents:
+                self._done[i] = 1
+        self._set_obs(obs)
+
+        all_terminated = bool(self._indi_terminated.all())
+        done = bool(self._done.all()) or not self.env.agents or self._steps >= self.episode_limit
+        info = {"episode_limit": done and not all_terminated}
+        if self.common_reward:
+            reward = float(reward.sum() if self.reward_scalarisation == "sum" else reward.mean())
+        return reward, done, info
+
+    def _set_obs(self, obs):
+        self._obs[:] = 0
+        for i, a in enumerate(self.agents):
+            if a in obs and not self._done[i]:
+                o = np.asarray(obs[a], dtype=np.float32).reshape(-1)
+                self._obs[i, :o.size] = o
+
+    # --- views ------------------------------------------------------------------------------
+    def get_obs(self):
+        return self._obs.copy()
+
+    def get_obs_size(self):
+        return self.obs_size
+
+    def get_state(self):
+        if self._has_state:
+            try:
+                return np.asarray(self.env.state(), dtype=np.float32).reshape(-1)
+            except (NotImplementedError, AttributeError):
+                self._has_state = False
+        return self._obs.reshape(-1).copy()
+
+    def get_state_size(self):
+        return self.state_size
+
+    def get_avail_actions(self):
+        avail = self._avail_alive.copy()
+        if self._done.any():  # done agents may only take action 0 (no-op)
+            avail[self._done == 1] = 0
+            avail[self._done == 1, 0] = 1
+        return avail
+
+    def get_total_actions(self):
+        return self.n_actions
+
+    def get_indi_terminated(self):
+        return self._indi_terminated.copy()
+
+    def get_env_info(self):
+        info = super().get_env_info()
+        info["agent_names"] = self.agents
+        info["obs_sizes"] = self.obs_sizes
+        if self.continuous:
+            info.update(action_space="continuous", action_low=self.action_low,
+                        action_high=self.action_high)
+        return info
+
+    def render(self):
+        return self.env.render()
+
+    def close(self):
+        self.env.close()

@@ -1,0 +1,73 @@
+"""python src/main.py --config=<algorithm> --env-config=<environment> [with key=value ...]"""
+import os
+import random
+import sys
+
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from config import ROOT, USAGE, load_config  # noqa: E402
+from utils.errors import ConfigError  # noqa: E402
+from utils.logger import get_console_logger  # noqa: E402
+
+
+def results_folder(config):
+    env_args = config["env_args"]
+    task = env_args.get("map_name") or env_args.get("key") or env_args.get("scenario") or "default"
+    base = config["local_results_path"]
+    if not os.path.isabs(base):
+        base = os.path.join(ROOT, base)
+    return base, os.path.join(base, "sacred", config["env"], str(task), config["name"])
+
+
+def build_experiment(config, console):
+    from sacred import SETTINGS, Experiment
+    from sacred.observers import FileStorageObserver
+    from sacred.utils import apply_backspaces_and_linefeeds
+
+    import run as run_module
+
+    SETTINGS.CONFIG.READ_ONLY_CONFIG = False
+    SETTINGS.CAPTURE_MODE = "sys"
+    ex = Experiment(config["name"], save_git_info=False)
+    ex.logger = console
+    ex.captured_out_filter = apply_backspaces_and_linefeeds
+    ex.add_config(config)
+    _, sacred_dir = results_folder(config)
+    ex.observers.append(FileStorageObserver(sacred_dir))
+
+    @ex.main
+    def sacred_main(_run, _config):
+        return run_module.run(_run, dict(_config), console)
+
+    return ex
+
+
+def main(argv):
+    console = get_console_logger()
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE)
+        return 0
+    try:
+        config = load_config(argv)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if config["seed"] is None:
+        config["seed"] = random.SystemRandom().randrange(2 ** 31)
+    if config["env_args"].get("seed") is None:
+        config["env_args"]["seed"] = config["seed"]
+    base, _ = results_folder(config)
+    config["local_results_path"] = base
+
+    ex = build_experiment(config, console)
+    try:
+        ex.run()
+    except ConfigError as e:  # found only once the env exists (e.g. its action space)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,171 @@
+"""Builds env info, scheme, buffer, controller and learner from the config; the training loop."""
+import os
+import random
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from components.episode_buffer import ReplayBuffer
+from components.transforms import OneHot
+from controllers import REGISTRY as mac_REGISTRY
+from learners import REGISTRY as le_REGISTRY
+from runners import REGISTRY as r_REGISTRY
+from utils.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from utils.errors import ConfigError
+from utils.logger import Logger, Progress, get_console_logger
+
+
+def resolve_device(name):
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but no CUDA device is available; valid choices here: cpu, auto")
+    return name
+
+
+def set_seeds(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def run(_run, config, console=None):
+    """Entry point from Sacred: `config` is the merged config dict."""
+    console = console or get_console_logger()
+    args = SimpleNamespace(**config)
+    args.env_args = dict(config["env_args"])
+    args.device = resolve_device(config["device"])
+    set_seeds(args.seed)
+
+    logger = Logger(console)
+    if _run is not None:
+        logger.setup_sacred(_run)
+    run_id = _run._id if _run is not None and _run._id is not None else "norun"
+    args.unique_token = f"{args.name}_{args.env}_seed{args.seed}_{time.strftime('%Y%m%d-%H%M%S')}_{run_id}"
+    if args.use_tensorboard:
+        logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
+    try:
+        return run_sequential(args, logger)
+    finally:
+        logger.close()
+
+
+def build_scheme(args, env_info):
+    n_agents = env_info["n_agents"]
+    continuous = env_info.get("action_space", "discrete") == "continuous"
+    scheme = {
+        "state": {"vshape": env_info["state_shape"]},
+        "obs": {"vshape": env_info["obs_shape"], "group": "agents"},
+        "avail_actions": {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": torch.uint8},
+        "reward": {"vshape": (1,) if args.common_reward else (n_agents,)},
+        "terminated": {"vshape": (1,), "dtype": torch.uint8},
+        "indi_terminated": {"vshape": (n_agents,), "dtype": torch.uint8},
+    }
+    if continuous:
+        scheme["actions"] = {"vshape": (env_info["n_actions"],), "group": "agents",
+                             "dtype": torch.float32}
+        preprocess = {}
+    else:
+        scheme["actions"] = {"vshape": (1,), "group": "agents", "dtype": torch.long}
+        preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=env_info["n_actions"])])}
+    return scheme, {"agents": n_agents}, preprocess
+
+
+def run_sequential(args, logger):
+    console = logger.console_logger
+    runner = r_REGISTRY[args.runner](args=args, logger=logger)
+    try:
+        env_info = runner.get_env_info()
+        for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
+            setattr(args, k, env_info[k])
+        if env_info.get("action_space", "discrete") != "discrete" and args.learner == "q_learner":
+            raise ConfigError(f"learner={args.learner} needs discrete actions, but this env has "
+                              f"continuous ones; set env_args.continuous_actions=False")
+        scheme, groups, preprocess = build_scheme(args, env_info)
+        buffer_device = "cpu" if args.buffer_cpu_only else args.device
+        buffer = ReplayBuffer(scheme, groups, args.buffer_size, env_info["episode_limit"] + 1,
+                              preprocess=preprocess, device=buffer_device)
+        mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)
+        runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
+        learner = le_REGISTRY[args.learner](mac, buffer.scheme, logger, args)
+        learner.to(args.device)
+        console.info(f"env {args.env} {env_info_summary(env_info)}; device {args.device}; "
+                     f"run token {args.unique_token}")
+
+        episode = 0
+        if args.checkpoint_path:
+            folder = find_checkpoint(args.checkpoint_path, args.load_step)
+            meta = load_checkpoint(folder, learner, args.device)
+            runner.t_env = meta["t_env"]
+            episode = meta.get("episode", 0)
+            console.info(f"loaded {folder} (t_env {runner.t_env})")
+            if args.evaluate:
+                evaluate_sequential(args, runner, logger)
+                return {"t_env": runner.t_env}
+
+        train_loop(args, runner, buffer, learner, logger, episode)
+        return {"t_env": runner.t_env}
+    finally:
+        runner.close_env()
+
+
+def env_info_summary(info):
+    return (f"(n_agents {info['n_agents']}, n_actions {info['n_actions']}, obs {info['obs_shape']}, "
+            f"state {info['state_shape']}, episode_limit {info['episode_limit']})")
+
+
+def evaluate_sequential(args, runner, logger):
+    for _ in range(max(1, args.test_nepisode // runner.batch_size)):
+        runner.run(test_mode=True)
+    if args.save_replay:
+        runner.save_replay()
+    logger.print_recent_stats(f"evaluation at t_env {runner.t_env}")
+
+
+def train_loop(args, runner, buffer, learner, logger, episode):
+    console = logger.console_logger
+    t_start = runner.t_env
+    last_test_t = t_start - args.test_interval - 1
+    last_log_t = t_start
+    model_save_t = t_start
+    n_test_runs = max(1, args.test_nepisode // runner.batch_size)
+    progress = Progress(args.t_max, t_start)
+    console.info(f"training for {args.t_max} env steps")
+
+    while runner.t_env <= args.t_max:
+        episode_batch = runner.run(test_mode=False)
+        buffer.insert_episode_batch(episode_batch)
+        if buffer.can_sample(args.batch_size):
+            sample = buffer.sample(args.batch_size)
+            sample = sample[:, :sample.max_t_filled()]
+            if sample.device != args.device:
+                sample.to(args.device)
+            learner.train(sample, runner.t_env, episode)
+        episode += runner.batch_size
+
+        if (runner.t_env - last_test_t) / args.test_interval >= 1.0:
+            last_test_t = runner.t_env
+            for _ in range(n_test_runs):
+                runner.run(test_mode=True)
+
+        if args.save_model and runner.t_env - model_save_t >= args.save_model_interval:
+            model_save_t = runner.t_env
+            save_model(args, runner, learner, episode)
+
+        if runner.t_env - last_log_t >= args.log_interval:
+            logger.log_stat("episode", episode, runner.t_env)
+            logger.print_recent_stats(progress.line(runner.t_env, episode))
+            last_log_t = runner.t_env
+
+    if args.save_model:
+        save_model(args, runner, learner, episode)
+    logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
+
+
+def save_model(args, runner, learner, episode):
+    root = os.path.join(args.local_results_path, "models", args.unique_token)
+    path = save_checkpoint(root, runner.t_env, learner,
+                           {"episode": episode, "name": args.name, "env": args.env})
+    get_console_logger().info(f"saved checkpoint {path}")

@@ -1,0 +1,51 @@
+import numbers
+
+import numpy as np
+
+
+class RunnerStats:
+    """Per-episode returns and info sums; logged as <prefix>return_mean, <prefix><key>_mean, ..."""
+
+    def __init__(self, args, logger):
+        self.args = args
+        self.logger = logger
+        self.t_env = 0
+        self.train_returns, self.test_returns = [], []
+        self.train_stats, self.test_stats = {}, {}
+        self.log_train_stats_t = -1000000
+
+    def record_episode(self, episode_return, length, info, test_mode):
+        stats = self.test_stats if test_mode else self.train_stats
+        returns = self.test_returns if test_mode else self.train_returns
+        for k, v in info.items():
+            if isinstance(v, (numbers.Number, np.number)):
+                stats[k] = stats.get(k, 0) + float(v)
+        stats["n_episodes"] = stats.get("n_episodes", 0) + 1
+        stats["ep_length"] = stats.get("ep_length", 0) + length
+        returns.append(episode_return)
+
+    def maybe_log(self, test_mode, epsilon=None):
+        if test_mode:
+            if len(self.test_returns) >= self.args.test_nepisode:
+                self._log(self.test_returns, self.test_stats, "test_")
+        elif self.t_env - self.log_train_stats_t >= self.args.runner_log_interval:
+            self._log(self.train_returns, self.train_stats, "")
+            if epsilon is not None:
+                self.logger.log_stat("epsilon", epsilon, self.t_env)
+            self.log_train_stats_t = self.t_env
+
+    def _log(self, returns, stats, prefix):
+        if not returns:
+            return
+        returns_arr = np.asarray(returns, dtype=np.float64)
+        if returns_arr.ndim == 2:  # individual rewards: [episodes, agents]
+            for i in range(returns_arr.shape[1]):
+                self.logger.log_stat(f"{prefix}agent{i}_return_mean", returns_arr[:, i].mean(), self.t_env)
+            returns_arr = returns_arr.sum(axis=1)  # the team's return is the sum over agents
+        self.logger.log_stat(prefix + "return_mean", returns_arr.mean(), self.t_env)
+        self.logger.log_stat(prefix + "return_std", returns_arr.std(), self.t_env)
+        n = stats.pop("n_episodes")
+        for k, v in sorted(stats.items()):
+            self.logger.log_stat(f"{prefix}{k}_mean", v / n, self.t_env)
+        returns.clear()
+        stats.clear()

@@ -1,0 +1,72 @@
+from functools import partial
+
+import numpy as np
+import torch
+
+from components.episode_buffer import EpisodeBatch
+from envs import REGISTRY as env_REGISTRY
+from runners.base import RunnerStats
+
+
+class EpisodeRunner(RunnerStats):
+    """One env in this process; each run() plays one episode."""
+
+    def __init__(self, args, logger):
+        super().__init__(args, logger)
+        self.batch_size = 1
+        self.env = env_REGISTRY[args.env](**args.env_args)
+        self.episode_limit = self.env.episode_limit
+        self.t = 0
+
+    def setup(self, scheme, groups, preprocess, mac):
+        self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size,
+                                 self.episode_limit + 1, preprocess=preprocess,
+                                 device=self.args.device)
+        self.mac = mac
+
+    def get_env_info(self):
+        return self.env.get_env_info()
+
+    def save_replay(self):
+        self.env.save_replay()
+
+    def close_env(self):
+        self.env.close()
+
+    def _env_data(self):
+        return {"state": self.env.get_state()[None], "avail_actions": self.env.get_avail_actions()[None],
+                "obs": self.env.get_obs()[None]}
+
+    @torch.no_grad()
+    def run(self, test_mode=False):
+        batch = self.new_batch()
+        self.env.reset()
+        self.t = 0
+        self.mac.init_hidden(batch_size=self.batch_size)
+        terminated = False
+        episode_return = 0.0
+        env_info = {}
+        while not terminated:
+            batch.update(self._env_data(), ts=self.t)
+            actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
+            reward, terminated, env_info = self.env.step(actions[0].cpu().numpy())
+            episode_return = episode_return + np.asarray(reward, dtype=np.float64)
+            batch.update({
+                "actions": actions,
+                "reward": np.asarray(reward, dtype=np.float32).reshape(1, -1),
+                "terminated": [[terminated and not env_info.get("episode_limit", False)]],
+                "indi_terminated": self.env.get_indi_terminated()[None],
+            }, ts=self.t, mark_filled=False)
+            self.t += 1
+
+        # Final observation, and one more action so `actions` is defined at T_ep.
+        batch.update(self._env_data(), ts=self.t)
+        actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
+        batch.update({"actions": actions}, ts=self.t, mark_filled=False)
+
+        if not test_mode:
+            self.t_env += self.t
+        self.record_episode(episode_return.tolist() if np.ndim(episode_return) else float(episode_return),
+                            self.t, env_info, test_mode)
+        self.maybe_log(test_mode, getattr(self.mac.action_selector, "epsilon", None))
+        return batch

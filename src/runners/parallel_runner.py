@@ -1,0 +1,199 @@
+import multiprocessing as mp
+import sys
+import traceback
+from functools import partial
+
+import numpy as np
+import torch
+
+from components.episode_buffer import EpisodeBatch
+from envs import REGISTRY as env_REGISTRY
+from runners.base import RunnerStats
+
+
+class EnvWorkerError(RuntimeError):
+    """An env worker process failed or died."""
+
+
+def _env_data(env):
+    return {"state": env.get_state(), "avail_actions": env.get_avail_actions(), "obs": env.get_obs()}
+
+
+def env_worker(remote, env_name, env_args):
+    """Owns one env; answers (command, data) messages with ("ok", result) or ("error", text)."""
+    try:
+        env = env_REGISTRY[env_name](**env_args)
+        while True:
+            cmd, data = remote.recv()
+            if cmd == "step":
+                reward, terminated, info = env.step(data)
+                out = _env_data(env)
+                out.update(reward=reward, terminated=terminated, info=info,
+                           indi_terminated=env.get_indi_terminated())
+                remote.send(("ok", out))
+            elif cmd == "reset":
+                env.reset()
+                remote.send(("ok", _env_data(env)))
+            elif cmd == "get_env_info":
+                remote.send(("ok", env.get_env_info()))
+            elif cmd == "get_stats":
+                remote.send(("ok", env.get_stats()))
+            elif cmd == "save_replay":
+                env.save_replay()
+                remote.send(("ok", None))
+            elif cmd == "close":
+                env.close()
+                remote.send(("ok", None))
+                break
+            else:
+                raise ValueError(f"unknown worker command {cmd!r}")
+    except KeyboardInterrupt:
+        pass
+    except Exception:
+        try:
+            remote.send(("error", traceback.format_exc()))
+        except (BrokenPipeError, OSError):
+            pass
+    finally:
+        remote.close()
+
+
+class ParallelRunner(RunnerStats):
+    """batch_size_run envs, one worker process each; each run() plays one episode per env."""
+
+    def __init__(self, args, logger):
+        super().__init__(args, logger)
+        self.batch_size = args.batch_size_run
+        # fork is fast and safe here: workers never touch torch.
+        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        self.parent_conns, self.ps = [], []
+        base_seed = args.env_args.get("seed")
+        for i in range(self.batch_size):
+            env_args = dict(args.env_args)
+            if base_seed is not None:
+                env_args["seed"] = base_seed + i
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=env_worker, args=(child, args.env, env_args), daemon=True)
+            p.start()
+            child.close()  # so that a dead worker shows as EOF, not a hang
+            self.parent_conns.append(parent)
+            self.ps.append(p)
+        self.env_info = self._call(0, "get_env_info")
+        self.episode_limit = self.env_info["episode_limit"]
+        self.t = 0
+        self.closed = False
+
+    # --- messaging --------------------------------------------------------------------------
+    def _recv(self, i):
+        conn, p = self.parent_conns[i], self.ps[i]
+        while not conn.poll(1.0):
+            if not p.is_alive():
+                raise EnvWorkerError(f"env worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
+        try:
+            status, data = conn.recv()
+        except (EOFError, ConnectionResetError):
+            p.join(timeout=1.0)
+            raise EnvWorkerError(f"env worker {i} (pid {p.pid}) died with exit code "
+                                 f"{p.exitcode}") from None
+        if status == "error":
+            raise EnvWorkerError(f"env worker {i} failed:\n{data}")
+        return data
+
+    def _send(self, i, cmd, data=None):
+        try:
+            self.parent_conns[i].send((cmd, data))
+        except (BrokenPipeError, OSError):
+            raise EnvWorkerError(f"env worker {i} (pid {self.ps[i].pid}) is gone "
+                                 f"(exit code {self.ps[i].exitcode})") from None
+
+    def _call(self, i, cmd, data=None):
+        self._send(i, cmd, data)
+        return self._recv(i)
+
+    # --- runner interface -------------------------------------------------------------------
+    def setup(self, scheme, groups, preprocess, mac):
+        self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size,
+                                 self.episode_limit + 1, preprocess=preprocess,
+                                 device=self.args.device)
+        self.mac = mac
+
+    def get_env_info(self):
+        return self.env_info
+
+    def save_replay(self):
+        for i in range(self.batch_size):
+            self._call(i, "save_replay")
+
+    def close_env(self):
+        if self.closed:
+            return
+        self.closed = True
+        for i, p in enumerate(self.ps):
+            if p.is_alive():
+                try:
+                    self._call(i, "close")
+                except EnvWorkerError:
+                    pass
+        for p in self.ps:
+            p.join(timeout=5.0)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=1.0)
+
+    def _reset(self):
+        batch = self.new_batch()
+        for i in range(self.batch_size):
+            self._send(i, "reset")
+        replies = [self._recv(i) for i in range(self.batch_size)]
+        batch.update({k: np.stack([r[k] for r in replies]) for k in replies[0]}, ts=0)
+        self.t = 0
+        return batch
+
+    @torch.no_grad()
+    def run(self, test_mode=False):
+        batch = self._reset()
+        n = self.batch_size
+        self.mac.init_hidden(batch_size=n)
+        terminated = [False] * n
+        active = list(range(n))  # envs whose episode needs an action at this step
+        episode_returns = [0.0] * n
+        episode_lengths = [0] * n
+        final_infos = [{} for _ in range(n)]
+
+        while True:
+            actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, bs=active,
+                                              test_mode=test_mode)
+            batch.update({"actions": actions}, bs=active, ts=self.t, mark_filled=False)
+            actions = actions.cpu().numpy()
+            stepped = [i for i in active if not terminated[i]]
+            for j, i in enumerate(active):
+                if not terminated[i]:
+                    self._send(i, "step", actions[j])
+            # Envs that just terminated get their extra action above, then drop out.
+            active = stepped
+            if not active:
+                break
+            replies = [self._recv(i) for i in active]
+            post = {"reward": [], "terminated": [], "indi_terminated": []}
+            for i, r in zip(active, replies):
+                episode_returns[i] = episode_returns[i] + np.asarray(r["reward"], dtype=np.float64)
+                episode_lengths[i] += 1
+                if r["terminated"]:
+                    terminated[i] = True
+                    final_infos[i] = r["info"]
+                post["reward"].append(np.asarray(r["reward"], dtype=np.float32).reshape(-1))
+                post["terminated"].append([r["terminated"] and not r["info"].get("episode_limit", False)])
+                post["indi_terminated"].append(r["indi_terminated"])
+            batch.update(post, bs=active, ts=self.t, mark_filled=False)
+            self.t += 1
+            batch.update({k: np.stack([r[k] for r in replies])
+                          for k in ("state", "avail_actions", "obs")}, bs=active, ts=self.t)
+
+        if not test_mode:
+            self.t_env += sum(episode_lengths)
+        for i in range(n):
+            ret = episode_returns[i]
+            self.record_episode(ret.tolist() if np.ndim(ret) else float(ret), episode_lengths[i],
+                                final_infos[i], test_mode)
+        self.maybe_log(test_mode, getattr(self.mac.action_selector, "epsilon", None))
+        return batch

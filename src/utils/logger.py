@@ -1,0 +1,82 @@
+import logging
+import time
+from collections import defaultdict
+
+import numpy as np
+
+
+def get_console_logger():
+    logger = logging.getLogger("marl")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[%(levelname)s %(asctime)s] %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    return logger
+
+
+class Logger:
+    """Sends every stat to the console summary, Sacred's metrics.json and TensorBoard."""
+
+    def __init__(self, console_logger):
+        self.console_logger = console_logger
+        self.stats = defaultdict(list)
+        self.sacred_run = None
+        self.tb_writer = None
+
+    def setup_sacred(self, sacred_run):
+        self.sacred_run = sacred_run
+
+    def setup_tb(self, directory):
+        from torch.utils.tensorboard import SummaryWriter
+        self.tb_writer = SummaryWriter(log_dir=directory)
+
+    def log_stat(self, key, value, t):
+        value = float(value)
+        self.stats[key].append((t, value))
+        if self.sacred_run is not None:
+            self.sacred_run.log_scalar(key, value, t)
+        if self.tb_writer is not None:
+            self.tb_writer.add_scalar(key, value, t)
+
+    def print_recent_stats(self, header=""):
+        lines = [header] if header else []
+        items = sorted(k for k in self.stats if k != "episode")
+        row = []
+        for k in items:
+            window = 5 if k == "epsilon" else 1 if k.startswith("test_") else 5
+            vals = [v for _, v in self.stats[k][-window:]]
+            row.append(f"{k}: {np.mean(vals):.4f}")
+        for i in range(0, len(row), 4):
+            lines.append("  " + " | ".join(row[i:i + 4]))
+        self.console_logger.info("\n".join(lines))
+
+    def close(self):
+        if self.tb_writer is not None:
+            self.tb_writer.close()
+
+
+class Progress:
+    """Elapsed time, training steps per second and time left, for the console."""
+
+    def __init__(self, t_max, t_start=0):
+        self.t_max = t_max
+        self.start_time = time.time()
+        self.t_start = t_start
+
+    def line(self, t_env, episode):
+        elapsed = time.time() - self.start_time
+        rate = (t_env - self.t_start) / elapsed if elapsed > 0 else 0.0
+        left = (self.t_max - t_env) / rate if rate > 0 else float("inf")
+        return (f"t_env {t_env} / {self.t_max} | episode {episode} | elapsed {fmt_time(elapsed)} | "
+                f"{rate:.0f} steps/s | left {fmt_time(left)}")
+
+
+def fmt_time(seconds):
+    if seconds == float("inf") or seconds != seconds:
+        return "-"
+    seconds = max(int(seconds), 0)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}"

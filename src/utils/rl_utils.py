@@ -1,0 +1,41 @@
+import torch
+
+
+class RunningMeanStd:
+    """Running mean and variance over every entry seen (Chan et al.'s parallel update)."""
+
+    def __init__(self, shape=(), epsilon=1e-4, device="cpu"):
+        self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
+        self.var = torch.ones(shape, dtype=torch.float64, device=device)
+        self.count = epsilon
+
+    def update(self, x):
+        x = x.reshape(-1).double()
+        batch_mean, batch_var, batch_count = x.mean(), x.var(unbiased=False), x.numel()
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count + delta ** 2 * self.count * batch_count / total
+        self.var = m2 / total
+        self.count = total
+
+    def state_dict(self):
+        return {"mean": self.mean, "var": self.var, "count": float(self.count)}
+
+    def load_state_dict(self, state):
+        self.mean = state["mean"].to(self.mean.device)
+        self.var = state["var"].to(self.var.device)
+        self.count = state["count"]
+
+
+@torch.no_grad()
+def soft_update(target, source, tau):
+    """target <- (1 - tau) * target + tau * source, parameter by parameter."""
+    for t, s in zip(target.parameters(), source.parameters()):
+        t.mul_(1.0 - tau).add_(s, alpha=tau)
+
+
+def make_optimiser(params, args):
+    if args.optimizer == "adam":
+        return torch.optim.Adam(params, lr=args.lr, eps=args.optim_eps)
+    return torch.optim.RMSprop(params, lr=args.lr, alpha=args.optim_alpha, eps=args.optim_eps)
