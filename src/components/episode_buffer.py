@@ -22,6 +22,7 @@ class EpisodeBatch:
         self.max_seq_length = max_seq_length
         self.preprocess = {} if preprocess is None else preprocess
         self.device = device
+        self._np_views = {}
         if data is not None:
             self.data = data
         else:
@@ -67,6 +68,7 @@ class EpisodeBatch:
             for k, v in store.items():
                 store[k] = v.to(device)
         self.device = device
+        self._np_views = {}
         return self
 
     def update(self, data, bs=slice(None), ts=slice(None), mark_filled=True):
@@ -76,7 +78,7 @@ class EpisodeBatch:
             if k in self.data.transition_data:
                 target = self.data.transition_data
                 if mark_filled:
-                    target["filled"][slices] = 1
+                    self._write(target, "filled", slices, 1)
                     mark_filled = False
                 _slices = slices
             elif k in self.data.episode_data:
@@ -84,21 +86,42 @@ class EpisodeBatch:
                 _slices = slices[0]
             else:
                 raise KeyError(f"'{k}' is neither transition nor episode data of this batch")
-
-            dtype = self.scheme[k].get("dtype", torch.float32)
-            if isinstance(v, (list, tuple)):
-                v = np.asarray(v)
-            v = torch.as_tensor(v, dtype=dtype, device=self.device)
-            dest_shape = target[k][_slices].shape
-            self._check_safe_view(v, dest_shape, k)
-            target[k][_slices] = v.view(dest_shape)
-
+            self._write(target, k, _slices, v)
             if k in self.preprocess:
                 new_k, transforms = self.preprocess[k]
-                v = target[k][_slices]
-                for transform in transforms:
-                    v = transform.transform(v)
-                target[new_k][_slices] = v.view(target[new_k][_slices].shape)
+                if target[k].device.type == "cpu":  # _write left a NumPy view of it
+                    v = self._np_views[k][_slices]
+                    for transform in transforms:
+                        v = transform.transform_np(v)
+                else:
+                    v = target[k][_slices]
+                    for transform in transforms:
+                        v = transform.transform(v)
+                self._write(target, new_k, _slices, v)
+
+    def _write(self, store, k, slices, v):
+        dest = store[k]
+        if dest.device.type == "cpu":
+            # NumPy views share the tensors' memory and make small writes several times cheaper.
+            arr = self._np_views.get(k)
+            if arr is None or arr.ctypes.data != dest.data_ptr():
+                arr = self._np_views[k] = dest.numpy()
+            if isinstance(v, torch.Tensor):
+                v = v.detach().cpu().numpy()
+            v = np.asarray(v)
+            dest_shape = arr[slices].shape
+            if v.ndim and v.shape != dest_shape:  # a scalar fills the whole slot
+                self._check_safe_view(v, dest_shape, k)
+                v = v.reshape(dest_shape)
+            arr[slices] = v
+        else:
+            v = torch.as_tensor(np.asarray(v) if isinstance(v, (list, tuple)) else v,
+                                dtype=dest.dtype, device=dest.device)
+            dest_shape = dest[slices].shape
+            if v.ndim and v.shape != dest_shape:
+                self._check_safe_view(v, dest_shape, k)
+                v = v.reshape(dest_shape)
+            dest[slices] = v
 
     @staticmethod
     def _check_safe_view(v, dest_shape, key):

@@ -104,6 +104,10 @@ class PettingZooEnv(MultiAgentEnv):
         self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
         self._steps = 0
         self._has_state = True
+        # mpe2 defines state() as the concatenated observations of all agents: reuse the ones
+        # the step returned instead of computing them again (a tenth of the step's time).
+        self._state_is_obs = self.module.__name__.startswith("mpe2.")
+        self._state_cache = None
         self.reset()
         self.state_size = self.get_state().size
 
@@ -146,6 +150,9 @@ class PettingZooEnv(MultiAgentEnv):
         return reward, done, info
 
     def _set_obs(self, obs):
+        self._state_cache = None
+        if self._state_is_obs and len(obs) == self.n_agents:
+            self._state_cache = np.concatenate([obs[a] for a in self.agents], axis=None).astype(np.float32)
         self._obs[:] = 0
         for i, a in enumerate(self.agents):
             if a in obs and not self._done[i]:
@@ -160,6 +167,8 @@ class PettingZooEnv(MultiAgentEnv):
         return self.obs_size
 
     def get_state(self):
+        if self._state_cache is not None:
+            return self._state_cache.copy()
         if self._has_state:
             try:
                 return np.asarray(self.env.state(), dtype=np.float32).reshape(-1)

@@ -1,3 +1,4 @@
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -18,6 +19,13 @@ class RNNAgent(nn.Module):
 
     def forward(self, inputs, hidden):
         # inputs: [n, T, input_shape]; hidden: [n, H]
+        if inputs.shape[1] == 1:  # one step (acting): the cell op avoids nn.GRU's per-call overhead
+            rnn = self.rnn
+            x = F.relu(self.fc1(inputs[:, 0]))
+            h_last = torch.gru_cell(x, hidden, rnn.weight_ih_l0, rnn.weight_hh_l0,
+                                    rnn.bias_ih_l0, rnn.bias_hh_l0)
+            h = h_last if self.layer_norm is None else self.layer_norm(h_last)
+            return self.fc2(h).unsqueeze(1), h_last
         x = F.relu(self.fc1(inputs))
         h_seq, h_last = self.rnn(x, hidden.unsqueeze(0).contiguous())
         if self.layer_norm is not None:
