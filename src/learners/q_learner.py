@@ -3,7 +3,8 @@ import copy
 import torch
 
 from modules.mixers import REGISTRY as mixer_REGISTRY
-from utils.rl_utils import RunningMeanStd, make_optimiser, soft_update
+from utils.rl_utils import (RunningMeanStd, bootstrap_values, make_optimiser, soft_update,
+                            valid_mask)
 
 
 class QLearner:
@@ -31,12 +32,12 @@ class QLearner:
         rewards = batch["reward"][:, :-1]  # [B, T, 1] or [B, T, N]
         actions = batch["actions"][:, :-1].long()  # [B, T, N, 1]
         terminated = batch["terminated"][:, :-1].float()  # [B, T, 1]
-        mask = batch["filled"][:, :-1].float()
-        mask[:, 1:] = mask[:, 1:] * (1 - terminated[:, :-1])
+        mask = valid_mask(batch)  # [B, T, 1]
         avail_actions = batch["avail_actions"]  # [B, T+1, N, A]
 
         if self.reward_rms is not None:
-            self.reward_rms.update(rewards)
+            # Only real transitions count (EPyMARL's statistics also absorb the padding's zeros).
+            self.reward_rms.update(rewards[mask.expand_as(rewards) > 0])
             rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
 
         mac_out = self.mac.forward_seq(batch)  # [B, T+1, N, A]
@@ -44,14 +45,8 @@ class QLearner:
 
         with torch.no_grad():
             target_out = self.target_mac.forward_seq(batch)[:, 1:]  # [B, T, N, A]
-            unavailable_next = avail_actions[:, 1:] == 0
-            target_out = target_out.masked_fill(unavailable_next, -9999999)
-            if args.double_q:
-                online_next = mac_out[:, 1:].detach().masked_fill(unavailable_next, -9999999)
-                best_next = online_next.argmax(dim=3, keepdim=True)
-                target_max_qvals = torch.gather(target_out, 3, best_next).squeeze(3)
-            else:
-                target_max_qvals = target_out.max(dim=3)[0]  # [B, T, N]
+            target_max_qvals = bootstrap_values(mac_out[:, 1:].detach(), target_out,
+                                                avail_actions[:, 1:], args.double_q)  # [B, T, N]
             if self.mixer is not None:
                 target_max_qvals = self.target_mixer(target_max_qvals, batch["state"][:, 1:])
             targets = rewards + args.gamma * (1 - terminated) * target_max_qvals

@@ -28,6 +28,26 @@ class RunningMeanStd:
         self.count = state["count"]
 
 
+def valid_mask(batch):
+    """[B, T, 1] float: 1 for real transitions before (and at) termination, 0 after and in padding."""
+    terminated = batch["terminated"][:, :-1].float()
+    mask = batch["filled"][:, :-1].float()
+    mask[:, 1:] = mask[:, 1:] * (1 - terminated[:, :-1])
+    return mask
+
+
+def bootstrap_values(online_next, target_next, avail_next, double_q):
+    """Per-agent next-state values [B, T, N] from Q [B, T, N, A] over available actions only.
+
+    double_q: the online network picks the action and the target network values it."""
+    unavailable = avail_next == 0
+    target_next = target_next.masked_fill(unavailable, -9999999)
+    if double_q:
+        best = online_next.masked_fill(unavailable, -9999999).argmax(dim=3, keepdim=True)
+        return torch.gather(target_next, 3, best).squeeze(3)
+    return target_next.max(dim=3)[0]
+
+
 @torch.no_grad()
 def soft_update(target, source, tau):
     """target <- (1 - tau) * target + tau * source, parameter by parameter."""

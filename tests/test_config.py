@@ -1,0 +1,89 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from config import CONFIG_DIR, load_config, load_yaml
+from utils.errors import ConfigError
+
+ROOT = os.path.dirname(CONFIG_DIR)
+
+
+def test_merge_order_default_env_alg_override():
+    default = load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+    cfg = load_config(["--config=qmix", "--env-config=mpe"])
+    assert default["t_max"] != cfg["t_max"] == 2050000  # env file over default
+    assert default["optimizer"] == "rmsprop" and cfg["optimizer"] == "adam"  # alg over default
+    assert cfg["mixer"] == "qmix" and cfg["name"] == "qmix"
+    cfg = load_config(["--config=qmix", "--env-config=mpe", "with", "t_max=123", "optimizer=rmsprop",
+                       "env_args.scenario=simple_adversary_v3", "env_args.N=2", "mixer=vdn"])
+    assert cfg["t_max"] == 123 and cfg["optimizer"] == "rmsprop" and cfg["mixer"] == "vdn"
+    assert cfg["env_args"]["scenario"] == "simple_adversary_v3" and cfg["env_args"]["N"] == 2
+    assert cfg["env_args"]["max_cycles"] == 25  # untouched nested keys survive
+
+
+def test_alg_file_beats_env_file(tmp_path, monkeypatch):
+    algs = tmp_path / "algs"
+    envs = tmp_path / "envs"
+    algs.mkdir()
+    envs.mkdir()
+    (tmp_path / "default.yaml").write_text(open(os.path.join(CONFIG_DIR, "default.yaml")).read())
+    (envs / "e.yaml").write_text(open(os.path.join(CONFIG_DIR, "envs", "mpe.yaml")).read() + "\nlr: 0.1\n")
+    (algs / "a.yaml").write_text("name: a\nlr: 0.2\n")
+    import config
+    monkeypatch.setattr(config, "CONFIG_DIR", str(tmp_path))
+    assert config.load_config(["--config=a", "--env-config=e"])["lr"] == 0.2
+
+
+def test_types_are_coerced():
+    cfg = load_config(["with", "t_max=2e5", "lr=1", "use_tensorboard=True", "mixer=None", "seed=7"])
+    assert cfg["t_max"] == 200000 and isinstance(cfg["t_max"], int)
+    assert cfg["lr"] == 1.0 and isinstance(cfg["lr"], float)
+    assert cfg["use_tensorboard"] is True and cfg["mixer"] is None and cfg["seed"] == 7
+
+
+def test_test_nepisode_rounded_to_runner_batches():
+    cfg = load_config(["with", "runner=parallel", "batch_size_run=4", "test_nepisode=10"])
+    assert cfg["test_nepisode"] == 8
+    cfg = load_config(["with", "runner=parallel", "batch_size_run=4", "test_nepisode=2"])
+    assert cfg["test_nepisode"] == 4
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--config=qmx"], "unknown --config name 'qmx'; valid choices: iql, qmix, vdn (did you mean 'qmix'?)"),
+    (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
+    (["with", "t_mx=5"], "unknown config key 't_mx'"),
+    (["with", "t_max=abc"], "t_max='abc' has the wrong type: expected int"),
+    (["with", "use_tensorboard=3"], "use_tensorboard=3 has the wrong type: expected bool"),
+    (["with", "runner=paralel"], "unknown runner 'paralel'; valid choices: episode, parallel (did you mean 'parallel'?)"),
+    (["with", "agent=gru"], "unknown agent 'gru'"),
+    (["with", "mixer=qmixx"], "unknown mixer 'qmixx'"),
+    (["with", "learner=foo"], "unknown learner 'foo'"),
+    (["with", "action_selector=soft"], "unknown action_selector 'soft'"),
+    (["with", "optimizer=sgd"], "unknown optimizer 'sgd'; valid choices: adam, rmsprop"),
+    (["with", "hypernet_layers=3"], "unknown hypernet_layers '3'"),
+    (["with", "env_args.scenario=simple_spred_v3"], "did you mean 'simple_spread_v3'"),
+    (["with", "env_args.foo=1"], "unknown argument of mpe2.simple_spread_v3 (env_args) 'foo'"),
+    (["with", "batch_size_run=4"], "runner=episode steps one env"),
+    (["with", "batch_size=0"], "batch_size=0 is too small"),
+    (["with", "common_reward=False"], "needs common_reward=True"),
+    (["with", "evaluate=True"], "evaluate=True needs checkpoint_path"),
+    (["with", "checkpoint_path=/nonexistent"], "is not a folder"),
+    (["t_max=5"], "put overrides after 'with'"),
+])
+def test_refused_inputs(argv, fragment):
+    with pytest.raises(ConfigError) as e:
+        load_config(argv)
+    assert fragment in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_main_refuses_with_exit_code_2_and_one_line(tmp_path):
+    for args in (["--config=qmx"], ["with", "t_max=abc"], ["with", "foo=1"], ["with", "mixer=qmixx"]):
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "src", "main.py"), *args],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert p.returncode == 2, p.stderr
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+        assert "Traceback" not in p.stdout + p.stderr

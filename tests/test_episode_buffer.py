@@ -1,0 +1,141 @@
+import numpy as np
+import pytest
+import torch
+
+from components.episode_buffer import EpisodeBatch, ReplayBuffer
+from components.transforms import OneHot
+
+N, A = 3, 4
+
+
+def scheme():
+    return {
+        "state": {"vshape": 5},
+        "obs": {"vshape": 6, "group": "agents"},
+        "avail_actions": {"vshape": (A,), "group": "agents", "dtype": torch.uint8},
+        "actions": {"vshape": (1,), "group": "agents", "dtype": torch.long},
+        "reward": {"vshape": (1,)},
+        "terminated": {"vshape": (1,), "dtype": torch.uint8},
+        "indi_terminated": {"vshape": (N,), "dtype": torch.uint8},
+        "ep_id": {"vshape": (1,), "episode_const": True},
+    }
+
+
+def batch(bs=2, t=7):
+    return EpisodeBatch(scheme(), {"agents": N}, bs, t,
+                        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])})
+
+
+def test_shapes_and_dtypes():
+    b = batch()
+    assert b["obs"].shape == (2, 7, N, 6)
+    assert b["state"].shape == (2, 7, 5)
+    assert b["indi_terminated"].shape == (2, 7, N) and b["indi_terminated"].dtype == torch.uint8
+    assert b["actions"].dtype == torch.long
+    assert b["actions_onehot"].shape == (2, 7, N, A) and b["actions_onehot"].dtype == torch.float32
+    assert b["ep_id"].shape == (2, 1)
+    assert b["filled"].shape == (2, 7, 1)
+
+
+def test_filled_in_scheme_raises():
+    s = scheme()
+    s["filled"] = {"vshape": 1}
+    with pytest.raises(ValueError, match="reserved"):
+        EpisodeBatch(s, {"agents": N}, 1, 3)
+
+
+def test_onehot_written_with_actions():
+    b = batch()
+    b.update({"actions": [[[2], [0], [3]]]}, bs=1, ts=4, mark_filled=False)
+    assert b["actions_onehot"][1, 4].argmax(-1).tolist() == [2, 0, 3]
+    assert b["actions_onehot"][1, 4].sum().item() == N
+    assert b["actions_onehot"].sum().item() == N  # every other slot stays zero
+
+
+def test_filled_marking():
+    b = batch()
+    b.update({"state": np.ones((1, 5))}, bs=0, ts=2)
+    assert b["filled"][:, :, 0].tolist() == [[0, 0, 1, 0, 0, 0, 0], [0] * 7]
+    b.update({"reward": [[1.0]]}, bs=0, ts=3, mark_filled=False)
+    assert b["filled"][0, 3, 0] == 0
+    assert b["reward"][0, 3, 0] == 1.0
+
+
+def test_unsafe_shape_raises():
+    b = batch()
+    with pytest.raises(ValueError, match="cannot write 'obs'"):
+        b.update({"obs": np.zeros((N, 5))}, bs=0, ts=0)
+    with pytest.raises(ValueError):
+        b.update({"state": np.zeros((2, 5))}, bs=0, ts=0)
+
+
+def test_slicing_views_and_copies():
+    b = batch(bs=4)
+    b.update({"state": np.arange(4 * 7 * 5, dtype=np.float32).reshape(4, 7, 5)})
+    view = b[1:3, 2:5]
+    assert view.batch_size == 2 and view.max_seq_length == 3
+    assert torch.equal(view["state"], b["state"][1:3, 2:5])
+    view["state"][0, 0, 0] = -1.0  # slices are views
+    assert b["state"][1, 2, 0] == -1.0
+    copy = b[[0, 3]]
+    assert copy.batch_size == 2 and torch.equal(copy["state"][1], b["state"][3])
+    copy["state"][0, 0, 0] = -5.0  # index lists are copies
+    assert b["state"][0, 0, 0] != -5.0
+    sub = b[("state", "obs")]
+    assert set(sub.data.transition_data) == {"state", "obs"}
+    with pytest.raises(IndexError):
+        b[0, [1, 2]]
+
+
+def test_max_t_filled_and_truncation():
+    b = batch(bs=3, t=9)
+    for ep, length in enumerate([3, 6, 2]):
+        b.update({"state": np.ones((length, 5))}, bs=ep, ts=slice(0, length))
+    assert b.max_t_filled() == 6
+    short = b[:, :b.max_t_filled()]
+    assert short["filled"].sum() == b["filled"].sum()
+
+
+def replay(size):
+    return ReplayBuffer(scheme(), {"agents": N}, size, 7,
+                        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])})
+
+
+def fill(b, ids):
+    for i, ep_id in enumerate(ids):
+        b.update({"ep_id": [[ep_id]], "state": np.full((7, 5), ep_id)}, bs=i, ts=slice(0, 7))
+    return b
+
+
+def test_buffer_wraps_around():
+    buf = replay(5)
+    buf.insert_episode_batch(fill(batch(bs=3), [0, 1, 2]))
+    assert buf.buffer_index == 3 and buf.episodes_in_buffer == 3
+    buf.insert_episode_batch(fill(batch(bs=3), [3, 4, 5]))  # straddles the end
+    assert buf.buffer_index == 1 and buf.episodes_in_buffer == 5
+    assert buf["ep_id"][:, 0].tolist() == [5, 1, 2, 3, 4]
+    assert buf["state"][0, 0, 0] == 5
+    buf.insert_episode_batch(fill(batch(bs=2), [6, 7]))
+    assert buf["ep_id"][:, 0].tolist() == [5, 6, 7, 3, 4]
+    assert buf.episodes_in_buffer == 5
+
+
+def test_buffer_sampling_uniform_and_distinct():
+    buf = replay(10)
+    buf.insert_episode_batch(fill(batch(bs=2), [0, 1]))
+    assert not buf.can_sample(3) and buf.can_sample(2)
+    buf.insert_episode_batch(fill(batch(bs=4), [2, 3, 4, 5]))
+    counts = np.zeros(6)
+    for _ in range(3000):
+        ids = buf.sample(3)["ep_id"][:, 0].long().tolist()
+        assert len(set(ids)) == 3
+        counts[ids] += 1
+    freq = counts / counts.sum()
+    assert np.all(np.abs(freq - 1 / 6) < 0.02), freq
+
+
+def test_buffer_on_cpu_sample_moves():
+    buf = replay(4)
+    buf.insert_episode_batch(fill(batch(bs=4), [0, 1, 2, 3]))
+    s = buf.sample(2).to("cpu")
+    assert s["state"].device.type == "cpu" and buf["state"].device.type == "cpu"

@@ -1,0 +1,238 @@
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from components.episode_buffer import EpisodeBatch
+from components.transforms import OneHot
+from conftest import make_args
+from controllers import REGISTRY as mac_REGISTRY
+from learners import REGISTRY as le_REGISTRY
+from modules.mixers import REGISTRY as mixer_REGISTRY
+from utils.errors import ConfigError
+from utils.logger import Logger, get_console_logger
+from utils.rl_utils import bootstrap_values, soft_update, valid_mask
+
+N, A, O, S, L = 3, 4, 5, 6, 8  # agents, actions, obs, state, stored length
+
+
+def make_batch(lengths=(5, 7, 3), terminated=(True, False, True), seed=0, individual=False):
+    """Random episodes; episode b has lengths[b] steps (filled 0..T_ep)."""
+    g = torch.Generator().manual_seed(seed)
+    scheme = {
+        "state": {"vshape": S}, "obs": {"vshape": O, "group": "agents"},
+        "avail_actions": {"vshape": (A,), "group": "agents", "dtype": torch.uint8},
+        "actions": {"vshape": (1,), "group": "agents", "dtype": torch.long},
+        "reward": {"vshape": (N,) if individual else (1,)},
+        "terminated": {"vshape": (1,), "dtype": torch.uint8},
+        "indi_terminated": {"vshape": (N,), "dtype": torch.uint8},
+    }
+    b = EpisodeBatch(scheme, {"agents": N}, len(lengths), L,
+                     preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])})
+    for i, (T, term) in enumerate(zip(lengths, terminated)):
+        avail = (torch.rand(T + 1, N, A, generator=g) > 0.3).to(torch.uint8)
+        avail[..., 0] = 1
+        actions = torch.multinomial(avail.reshape(-1, A).float(), 1, generator=g).view(T + 1, N, 1)
+        b.update({"state": torch.randn(T + 1, S, generator=g), "obs": torch.randn(T + 1, N, O, generator=g),
+                  "avail_actions": avail, "actions": actions}, bs=i, ts=slice(0, T + 1))
+        term_flags = torch.zeros(T, 1)
+        term_flags[T - 1] = float(term)
+        b.update({"reward": torch.randn(T, N if individual else 1, generator=g),
+                  "terminated": term_flags}, bs=i, ts=slice(0, T), mark_filled=False)
+    return b
+
+
+def make_learner(mixer="vdn", agent="rnn", **kw):
+    args = make_args(n_agents=N, n_actions=A, state_shape=S, obs_shape=O, episode_limit=L - 1,
+                     mixer=mixer, agent=agent, learner_log_interval=0, **kw)
+    scheme = make_batch().scheme
+    mac = mac_REGISTRY["basic_mac"](scheme, {"agents": N}, args)
+    logger = Logger(get_console_logger())
+    return le_REGISTRY["q_learner"](mac, scheme, logger, args), logger
+
+
+def test_mask_zero_after_end():
+    b = make_batch(lengths=(5, 7, 3), terminated=(True, False, True))
+    m = valid_mask(b)[:, :, 0]
+    for i, T in enumerate((5, 7, 3)):
+        assert m[i, :T].tolist() == [1.0] * T
+        assert m[i, T:].sum() == 0
+
+
+def grads_and_loss(learner, logger, batch):
+    learner.optimiser.step = lambda: None  # keep parameters fixed to compare gradients
+    learner.train(batch, t_env=0, episode_num=0)
+    grads = [p.grad.clone() for p in learner.params]
+    return logger.stats["loss"][-1][1], grads
+
+
+@pytest.mark.parametrize("mixer", ["qmix", "vdn", None])
+def test_padding_and_post_terminal_slots_do_not_matter(mixer):
+    b1 = make_batch(lengths=(5, 3), terminated=(True, True))
+    b2 = make_batch(lengths=(5, 3), terminated=(True, True))
+    g = torch.Generator().manual_seed(5)
+    for i, T in enumerate((5, 3)):
+        b2["obs"][i, T + 1:] = torch.randn(L - T - 1, N, O, generator=g)
+        b2["state"][i, T + 1:] = torch.randn(L - T - 1, S, generator=g)
+        b2["reward"][i, T:] = torch.randn(L - T, 1, generator=g)
+        b2["avail_actions"][i, T + 1:] = (torch.rand(L - T - 1, N, A, generator=g) > 0.5).to(torch.uint8)
+    torch.manual_seed(0)
+    l1, g1 = grads_and_loss(*make_learner(mixer=mixer), b1)
+    torch.manual_seed(0)
+    l2, g2 = grads_and_loss(*make_learner(mixer=mixer), b2)
+    assert l1 == pytest.approx(l2, rel=1e-6)
+    for a, c in zip(g1, g2):
+        assert torch.allclose(a, c, rtol=1e-5, atol=1e-7)
+
+
+def test_vdn_sums_exactly():
+    qs = torch.randn(4, 5, N, requires_grad=True)
+    q_tot = mixer_REGISTRY["vdn"]()(qs, None)
+    assert q_tot.shape == (4, 5, 1)
+    assert torch.allclose(q_tot[..., 0], qs.sum(-1))
+    q_tot.sum().backward()
+    assert torch.all(qs.grad == 1)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_qmix_monotonic(layers):
+    torch.manual_seed(layers)
+    args = make_args(n_agents=N, state_shape=S, hypernet_layers=layers)
+    mixer = mixer_REGISTRY["qmix"](args)
+    qs = (torch.randn(16, 7, N) * 5).requires_grad_(True)
+    states = torch.randn(16, 7, S) * 3
+    q_tot = mixer(qs, states)
+    assert q_tot.shape == (16, 7, 1)
+    grad, = torch.autograd.grad(q_tot.sum(), qs)
+    assert (grad >= 0).all()
+    with torch.no_grad():  # finite increases of any Q_i never decrease Q_tot
+        for i in range(N):
+            bumped = qs.detach().clone()
+            bumped[..., i] += torch.rand(16, 7) * 3
+            assert (mixer(bumped, states) >= q_tot - 1e-5).all()
+
+
+def test_qmix_bad_hypernet_layers():
+    with pytest.raises(ConfigError, match="hypernet_layers"):
+        mixer_REGISTRY["qmix"](make_args(n_agents=N, state_shape=S, hypernet_layers=3))
+
+
+def test_double_q_uses_available_online_argmax():
+    online = torch.tensor([[[[1.0, 5.0, 2.0, 0.0]]]])  # [1, 1, 1, A]
+    target = torch.tensor([[[[10.0, 20.0, 1e6, 30.0]]]])
+    avail = torch.tensor([[[[1, 0, 1, 1]]]], dtype=torch.uint8)
+    # Online argmax among available actions is action 2, valued by the target at 1e6.
+    assert bootstrap_values(online, target, avail, True).item() == 1e6
+    avail2 = torch.tensor([[[[1, 1, 0, 1]]]], dtype=torch.uint8)  # huge target value unavailable
+    assert bootstrap_values(online, target, avail2, True).item() == 20.0
+    assert bootstrap_values(online, target, avail2, False).item() == 30.0  # masked target max
+
+
+@pytest.mark.parametrize("mixer,double_q", [("vdn", True), (None, True), ("qmix", False)])
+def test_loss_matches_hand_computation(mixer, double_q):
+    learner, logger = make_learner(mixer=mixer, double_q=double_q, gamma=0.9, agent="mlp")
+    batch = make_batch()
+    learner.target_mac.agent.fc1.weight.data += 0.1  # targets differ from the online network
+    with torch.no_grad():
+        q = learner.mac.forward_seq(batch)
+        qt = learner.target_mac.forward_seq(batch)
+        expected_sq, count = 0.0, 0
+        for b in range(batch.batch_size):
+            for t in range(L - 1):
+                if batch["filled"][b, t] == 0 or (t > 0 and batch["terminated"][b, t - 1] == 1):
+                    continue
+                avail_next = batch["avail_actions"][b, t + 1].bool()
+                u = batch["actions"][b, t, :, 0]
+                chosen = q[b, t, torch.arange(N), u]
+                next_vals = []
+                for i in range(N):
+                    ok = avail_next[i].nonzero()[:, 0]
+                    if double_q:
+                        a_star = ok[q[b, t + 1, i, ok].argmax()]
+                        next_vals.append(qt[b, t + 1, i, a_star])
+                    else:
+                        next_vals.append(qt[b, t + 1, i, ok].max())
+                next_vals = torch.stack(next_vals)
+                r = batch["reward"][b, t, 0]
+                d = batch["terminated"][b, t, 0].float()
+                if mixer is None:
+                    y = r + 0.9 * (1 - d) * next_vals
+                    expected_sq += ((chosen - y) ** 2).sum().item()
+                    count += N
+                else:
+                    mix = learner.mixer if mixer == "qmix" else (lambda x, s: x.sum(-1, keepdim=True))
+                    tmix = learner.target_mixer if mixer == "qmix" else mix
+                    y = r + 0.9 * (1 - d) * tmix(next_vals.view(1, 1, N), batch["state"][b, t + 1].view(1, 1, S))
+                    q_tot = mix(chosen.view(1, 1, N), batch["state"][b, t].view(1, 1, S))
+                    expected_sq += ((q_tot - y) ** 2).sum().item()
+                    count += 1
+    learner.train(batch, t_env=0, episode_num=0)
+    assert logger.stats["loss"][-1][1] == pytest.approx(expected_sq / count, rel=1e-5)
+
+
+def test_hard_target_update_interval():
+    learner, _ = make_learner(target_update_interval=10)
+    batch = make_batch()
+
+    def same():
+        return all(torch.equal(a, b) for a, b in zip(learner.mac.parameters(), learner.target_mac.parameters()))
+
+    learner.train(batch, 0, episode_num=5)
+    assert not same()
+    learner.train(batch, 0, episode_num=9)
+    assert not same()
+    learner.train(batch, 0, episode_num=10)
+    assert same()
+    assert all(torch.equal(a, b) for a, b in zip(learner.mixer.parameters(), learner.target_mixer.parameters()))
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.3, 1.0])
+def test_soft_update(tau):
+    src, tgt = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    before = copy.deepcopy(tgt)
+    soft_update(tgt, src, tau)
+    for new, old, s in zip(tgt.parameters(), before.parameters(), src.parameters()):
+        assert torch.allclose(new, (1 - tau) * old + tau * s, atol=1e-7)
+
+
+def test_soft_mode_in_learner():
+    learner, _ = make_learner(target_update_mode="soft", tau=0.5)
+    old_target = [p.clone() for p in learner.target_mac.parameters()]
+    learner.train(make_batch(), 0, episode_num=1)
+    for new, old, online in zip(learner.target_mac.parameters(), old_target, learner.mac.parameters()):
+        assert torch.allclose(new, 0.5 * old + 0.5 * online, atol=1e-6)
+
+
+def test_gradient_clipping():
+    learner, logger = make_learner(grad_norm_clip=1e-3)
+    seen = []
+    step = learner.optimiser.step
+
+    def recording_step():
+        seen.append(torch.norm(torch.stack([p.grad.norm() for p in learner.params])).item())
+        step()
+
+    learner.optimiser.step = recording_step
+    learner.train(make_batch(), 0, 0)
+    assert seen[0] <= 1e-3 * (1 + 1e-5)
+    assert logger.stats["grad_norm"][-1][1] > 1e-3  # the reported norm is the one before clipping
+
+
+def test_individual_rewards_iql():
+    learner, logger = make_learner(mixer=None, common_reward=False)
+    batch = make_batch(individual=True)
+    learner.train(batch, 0, 0)
+    assert np.isfinite(logger.stats["loss"][-1][1])
+
+
+def test_checkpoint_state_roundtrip(tmp_path):
+    learner, _ = make_learner(mixer="qmix", standardise_rewards=True)
+    learner.train(make_batch(), 0, 0)
+    torch.save(learner.state_dict(), tmp_path / "l.th")
+    other, _ = make_learner(mixer="qmix", standardise_rewards=True)
+    other.load_state_dict(torch.load(tmp_path / "l.th", weights_only=True))
+    for a, b in zip(learner.params, other.params):
+        assert torch.equal(a, b)
+    assert other.train_steps == 1
+    assert torch.equal(other.reward_rms.mean, learner.reward_rms.mean)
