@@ -21,13 +21,16 @@ class MockEnv(MultiAgentEnv):
     Observation of agent i at step t: [t, i, seed, 1]; state: [t, seed]."""
 
     def __init__(self, n_agents=2, n_actions=3, episode_limit=10, ep_len=5, death_steps=None,
-                 seed=0, common_reward=True, reward_scalarisation="sum", crash_at_step=None, **_):
+                 seed=0, common_reward=True, reward_scalarisation="sum", crash_at_step=None,
+                 raise_at_t=None, **_):
         self.n_agents, self.n_actions, self.episode_limit = n_agents, n_actions, episode_limit
         self.seed_ = seed or 0
         self.length = ep_len + self.seed_ % 3
         self.death_steps = death_steps or [None] * n_agents
         self.common_reward = common_reward
         self.crash_at_step = crash_at_step
+        self.raise_at_t = raise_at_t  # raise after this many steps in total (a crashing run)
+        self.total_steps = 0
         self.t = 0
 
     def reset(self):
@@ -40,6 +43,9 @@ class MockEnv(MultiAgentEnv):
     def step(self, actions):
         if self.crash_at_step is not None and self.t == self.crash_at_step:
             os._exit(3)
+        self.total_steps += 1
+        if self.raise_at_t is not None and self.total_steps > self.raise_at_t:
+            raise RuntimeError("mock env failure")
         self.t += 1
         rewards = np.array([(i + 1) * self.t for i in range(self.n_agents)], dtype=np.float32)
         terminated = self.t >= self.length

@@ -39,12 +39,11 @@ def resolve_module(env_args):
 
 
 def constructor_kwargs(module, env_args):
-    """Split env_args into the scenario's own arguments, checking them against its signature."""
+    """The scenario's own arguments from env_args, checked against its constructor's signature."""
     kwargs = {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
-    raw_env = getattr(module, "raw_env", None)
-    if raw_env is None:
-        return kwargs
-    params = inspect.signature(raw_env.__init__).parameters
+    constructor = getattr(module, "raw_env", None)
+    constructor = constructor.__init__ if constructor is not None else module.parallel_env
+    params = inspect.signature(constructor).parameters
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return kwargs
     accepted = [p for p in params if p != "self"]
@@ -52,7 +51,9 @@ def constructor_kwargs(module, env_args):
     for k, v in kwargs.items():
         if k in accepted:
             passed[k] = v
-        elif k != "max_cycles":  # max_cycles is enforced by the wrapper when the env lacks it
+        elif k == "max_cycles" or k == "continuous_actions" and not v:
+            continue  # mpe.yaml's defaults; the wrapper enforces max_cycles itself
+        else:
             raise ConfigError(unknown_name_message(f"argument of {module.__name__} (env_args)", k,
                                                    accepted + sorted(WRAPPER_KEYS)))
     return passed

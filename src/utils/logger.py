@@ -1,14 +1,27 @@
 import logging
+import sys
 import time
 from collections import defaultdict
 
 import numpy as np
 
 
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time, so Sacred's capture (cout.txt) sees it."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
 def get_console_logger():
     logger = logging.getLogger("marl")
     if not logger.handlers:
-        handler = logging.StreamHandler()
+        handler = _CurrentStderrHandler()
         handler.setFormatter(logging.Formatter("[%(levelname)s %(asctime)s] %(message)s", "%H:%M:%S"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

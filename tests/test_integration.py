@@ -1,0 +1,106 @@
+"""main.py end to end: Sacred records, checkpoints, resume, evaluate, determinism."""
+import glob
+import json
+import os
+
+import pytest
+
+import main
+
+METRICS = {"return_mean", "return_std", "ep_length_mean", "test_return_mean", "test_return_std",
+           "test_ep_length_mean", "loss", "grad_norm", "td_error_abs", "q_taken_mean", "target_mean",
+           "epsilon"}
+QUICK = ["t_max=300", "test_interval=100", "test_nepisode=2", "log_interval=100",
+         "runner_log_interval=100", "learner_log_interval=100", "batch_size=4", "buffer_size=50"]
+
+
+def run_main(results, alg="qmix", env="mpe", extra=(), seed=1):
+    argv = [f"--config={alg}", f"--env-config={env}", "with", f"local_results_path={results}",
+            f"seed={seed}", *QUICK, *extra]
+    return main.main(argv)
+
+
+def sacred_runs(results):
+    return sorted(glob.glob(os.path.join(str(results), "sacred", "*", "*", "*", "[0-9]*")),
+                  key=lambda p: int(os.path.basename(p)))
+
+
+def read(path, name):
+    with open(os.path.join(path, name)) as f:
+        return json.load(f) if name.endswith(".json") else f.read()
+
+
+@pytest.mark.parametrize("alg", ["qmix", "vdn", "iql"])
+@pytest.mark.parametrize("runner", ["episode", "parallel"])
+def test_short_runs_write_sacred_record(tmp_path, alg, runner):
+    extra = ["runner=parallel", "batch_size_run=2"] if runner == "parallel" else []
+    assert run_main(tmp_path, alg, extra=extra) == 0
+    runs = sacred_runs(tmp_path)
+    assert len(runs) == 1
+    assert runs[0].startswith(os.path.join(str(tmp_path), "sacred", "mpe", "simple_spread_v3", alg))
+    for f in ("config.json", "run.json", "metrics.json", "cout.txt"):
+        assert os.path.isfile(os.path.join(runs[0], f)), f
+    assert read(runs[0], "run.json")["status"] == "COMPLETED"
+    metrics = read(runs[0], "metrics.json")
+    assert METRICS <= set(metrics), METRICS - set(metrics)
+    assert read(runs[0], "config.json")["runner"] == runner
+    assert "t_env" in read(runs[0], "cout.txt")
+
+
+def test_individual_rewards_log_per_agent_returns(tmp_path):
+    extra = ["common_reward=False", "env_args.scenario=simple_adversary_v3"]
+    assert run_main(tmp_path, "iql", extra=extra) == 0
+    metrics = read(sacred_runs(tmp_path)[0], "metrics.json")
+    for i in range(3):
+        assert f"agent{i}_return_mean" in metrics and f"test_agent{i}_return_mean" in metrics
+
+
+def test_same_seed_same_metrics(tmp_path):
+    for _ in range(2):
+        assert run_main(tmp_path, "qmix", extra=["runner=parallel", "batch_size_run=2"], seed=5) == 0
+    assert run_main(tmp_path, "qmix", extra=["runner=parallel", "batch_size_run=2"], seed=6) == 0
+    a, b, c = (read(r, "metrics.json") for r in sacred_runs(tmp_path))
+    values = lambda m: {k: v["values"] for k, v in m.items()}  # noqa: E731
+    assert values(a) == values(b)
+    assert values(a)["loss"] != values(c)["loss"]
+
+
+def test_checkpoint_resume_and_evaluate(tmp_path):
+    assert run_main(tmp_path, "qmix", extra=["save_model=True", "save_model_interval=100"]) == 0
+    models = glob.glob(os.path.join(str(tmp_path), "models", "*"))
+    assert len(models) == 1
+    steps = sorted(int(d) for d in os.listdir(models[0]) if d.isdigit())
+    assert steps[0] >= 100 and steps[-1] >= 300 and len(steps) >= 3
+    assert not [d for d in os.listdir(models[0]) if not d.isdigit()]  # no temporary folders left
+    assert {"learner.th", "meta.json"} <= set(os.listdir(os.path.join(models[0], str(steps[-1]))))
+
+    # Resume from the middle checkpoint: training continues from its t_env.
+    mid = steps[len(steps) // 2]
+    assert run_main(tmp_path, "qmix", extra=[f"checkpoint_path={models[0]}", f"load_step={mid}",
+                                             "t_max=500"]) == 0
+    resumed = sacred_runs(tmp_path)[-1]
+    ts = read(resumed, "metrics.json")["return_mean"]["steps"]
+    assert min(ts) > mid and max(ts) >= 500
+    assert f"(t_env {mid})" in read(resumed, "cout.txt")
+
+    # Evaluate only: test episodes from the latest checkpoint, no training.
+    assert run_main(tmp_path, "qmix", extra=[f"checkpoint_path={models[0]}", "evaluate=True",
+                                             "test_nepisode=3"]) == 0
+    metrics = read(sacred_runs(tmp_path)[-1], "metrics.json")
+    assert "test_return_mean" in metrics and "loss" not in metrics and "return_mean" not in metrics
+    assert metrics["test_return_mean"]["steps"] == [steps[-1]]
+
+
+def test_crashed_run_is_marked_failed_and_keeps_checkpoints(tmp_path):
+    with pytest.raises(RuntimeError, match="mock env failure"):
+        run_main(tmp_path, "qmix", env="mpe", extra=["env=mock", "env_args.raise_at_t=260",
+                                                    "save_model=True", "save_model_interval=50"])
+    run = sacred_runs(tmp_path)[-1]
+    assert read(run, "run.json")["status"] == "FAILED"
+    models = glob.glob(os.path.join(str(tmp_path), "models", "*", "*"))
+    assert models and all(os.path.isfile(os.path.join(m, "learner.th")) for m in models)
+
+
+def test_tensorboard_files(tmp_path):
+    assert run_main(tmp_path, "iql", extra=["agent=mlp", "use_tensorboard=True"]) == 0
+    assert glob.glob(os.path.join(str(tmp_path), "tb_logs", "*", "events.out.tfevents.*"))

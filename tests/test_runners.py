@@ -1,0 +1,87 @@
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from runners.parallel_runner import EnvWorkerError
+
+
+def test_episode_runner_layout_terminated(mock_setup):
+    args, runner, _ = mock_setup(ep_len=5, episode_limit=10)
+    b = runner.run(test_mode=False)
+    assert b["filled"][0, :, 0].tolist() == [1] * 6 + [0] * 5
+    assert b["terminated"][0, :, 0].tolist() == [0, 0, 0, 0, 1] + [0] * 6
+    assert b["reward"][0, :, 0].tolist() == [3, 6, 9, 12, 15] + [0] * 6  # (1 + 2) * t
+    assert b["obs"][0, :6, 0, 0].tolist() == [0, 1, 2, 3, 4, 5] and b["obs"][0, 6:].abs().sum() == 0
+    assert b["state"][0, :6, 0].tolist() == [0, 1, 2, 3, 4, 5]
+    assert (b["actions_onehot"][0, :6].sum(-1) == 1).all()  # actions at 0..T_ep, the last one extra
+    assert b["actions_onehot"][0, 6:].sum() == 0
+    assert runner.t_env == 5
+
+
+def test_episode_runner_time_limit_not_terminal(mock_setup):
+    _, runner, _ = mock_setup(ep_len=50, episode_limit=10)
+    b = runner.run()
+    assert b["filled"][0, :, 0].sum() == 11
+    assert b["terminated"].sum() == 0  # a time-limit cut bootstraps
+
+
+@pytest.mark.parametrize("runner_name,n", [("episode", 1), ("parallel", 2)])
+def test_indi_terminated_recorded(mock_setup, runner_name, n):
+    _, runner, _ = mock_setup(runner=runner_name, batch_size_run=n, ep_len=6, death_steps=[2, None, 4],
+                              n_agents=3)
+    b = runner.run()
+    for i in range(n):
+        flags = b["indi_terminated"][i, :6].numpy()  # after transition t the env is at t + 1
+        assert flags[:, 0].tolist() == [0, 1, 1, 1, 1, 1]
+        assert flags[:, 1].tolist() == [0] * 6
+        assert flags[:, 2].tolist() == [0, 0, 0, 1, 1, 1]
+        # dead agents may only take action 0 (no-op)
+        assert (b["actions"][i, 2:6, 0, 0] == 0).all()
+
+
+def test_parallel_equals_stacked_episodes(mock_setup):
+    k = 3
+    _, par, mac_p = mock_setup(runner="parallel", batch_size_run=k, ep_len=5, episode_limit=10)
+    batch_p = par.run(test_mode=True)
+    assert par.t_env == 0  # test runs do not count
+    batch_p2 = par.run(test_mode=False)
+    assert par.t_env == 5 + 6 + 7  # seeds 0, 1, 2 give lengths 5, 6, 7
+    for i in range(k):
+        _, ep, mac_e = mock_setup(runner="episode", ep_len=5, episode_limit=10, seed=i)
+        mac_e.load_state(mac_p)
+        batch_e = ep.run(test_mode=True)
+        for key in batch_e.data.transition_data:
+            assert torch.equal(batch_p[key][i], batch_e[key][0]), key
+    assert torch.equal(batch_p["filled"], batch_p2["filled"])
+
+
+def test_runner_logs_stats(mock_setup):
+    args, runner, _ = mock_setup(ep_len=5, common_reward=False)
+    args.runner_log_interval = 1
+    args.test_nepisode = 2
+    runner.run()
+    stats = runner.logger.stats
+    assert stats["agent0_return_mean"][-1][1] == 15.0 and stats["agent1_return_mean"][-1][1] == 30.0
+    assert stats["return_mean"][-1][1] == 45.0 and stats["ep_length_mean"][-1][1] == 5
+    assert stats["score_mean"][-1][1] == 1.0 and "epsilon" in stats
+    runner.run(test_mode=True)
+    assert "test_return_mean" not in stats  # logged once test_nepisode episodes are in
+    runner.run(test_mode=True)
+    assert stats["test_return_mean"][-1][1] == 45.0
+
+
+def test_dead_worker_raises_instead_of_hanging(mock_setup):
+    _, runner, _ = mock_setup(runner="parallel", batch_size_run=2, ep_len=5, crash_at_step=2)
+    start = time.time()
+    with pytest.raises(EnvWorkerError, match=r"env worker \d \(pid \d+\) died with exit code 3"):
+        runner.run()
+    assert time.time() - start < 30
+
+
+def test_workers_exit_after_close(mock_setup):
+    _, runner, _ = mock_setup(runner="parallel", batch_size_run=3)
+    runner.run()
+    runner.close_env()
+    assert not any(p.is_alive() for p in runner.ps)
