@@ -58,7 +58,7 @@ class Logger:
         items = sorted(k for k in self.stats if k != "episode")
         row = []
         for k in items:
-            window = 5 if k == "epsilon" else 1 if k.startswith("test_") else 5
+            window = 1 if k == "epsilon" or k.startswith("test_") else 5
             vals = [v for _, v in self.stats[k][-window:]]
             row.append(f"{k}: {np.mean(vals):.4f}")
         for i in range(0, len(row), 4):
