@@ -26,6 +26,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-python}
 start=${SEED_START:-1}
 mkdir -p "$here/results/logs"
+# Several runs share the cores: one torch thread each avoids threads spinning against each other.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 pids=(); logs=()
 for ((i = 0; i < n; i++)); do

@@ -233,7 +233,8 @@ def validate(config):
                          ("test_nepisode", 1), ("test_interval", 1), ("log_interval", 1),
                          ("runner_log_interval", 1), ("learner_log_interval", 1),
                          ("target_update_interval", 1), ("hidden_dim", 1),
-                         ("epsilon_anneal_time", 0), ("save_model_interval", 1), ("load_step", 0)):
+                         ("epsilon_anneal_time", 0), ("save_model_interval", 1), ("load_step", 0),
+                         ("torch_threads", 0)):
         _check_min(config, key, minimum)
     if config["buffer_size"] < config["batch_size"]:
         raise ConfigError(f"buffer_size={config['buffer_size']} must be at least "

@@ -1,9 +1,13 @@
 """python src/main.py --config=<algorithm> --env-config=<environment> [with key=value ...]"""
 import os
 import random
+import signal
 import sys
+import warnings
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+# Sacred 0.8.7 imports pkg_resources, whose deprecation warning says nothing to our users.
+warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from config import ROOT, USAGE, load_config  # noqa: E402
@@ -43,6 +47,10 @@ def build_experiment(config, console):
     return ex
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv):
     console = get_console_logger()
     if any(a in ("-h", "--help") for a in argv):
@@ -61,11 +69,15 @@ def main(argv):
     config["local_results_path"] = base
 
     ex = build_experiment(config, console)
+    # A terminated job (cluster time limit, kill) is recorded as INTERRUPTED, not left RUNNING.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         ex.run()
     except ConfigError as e:  # found only once the env exists (e.g. its action space)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
 
 

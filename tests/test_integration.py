@@ -104,3 +104,21 @@ def test_crashed_run_is_marked_failed_and_keeps_checkpoints(tmp_path):
 def test_tensorboard_files(tmp_path):
     assert run_main(tmp_path, "iql", extra=["agent=mlp", "use_tensorboard=True"]) == 0
     assert glob.glob(os.path.join(str(tmp_path), "tb_logs", "*", "events.out.tfevents.*"))
+
+
+def test_terminated_run_is_marked_interrupted(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    cmd = [sys.executable, os.path.join(os.path.dirname(main.__file__), "main.py"), "--config=qmix", "with",
+           "t_max=10000000", f"local_results_path={tmp_path}", "runner=parallel", "batch_size_run=2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not glob.glob(os.path.join(str(tmp_path), "sacred", "*", "*", "*", "1", "run.json")):
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    run = sacred_runs(tmp_path)[-1]
+    assert read(run, "run.json")["status"] == "INTERRUPTED"

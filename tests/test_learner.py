@@ -236,3 +236,12 @@ def test_checkpoint_state_roundtrip(tmp_path):
         assert torch.equal(a, b)
     assert other.train_steps == 1
     assert torch.equal(other.reward_rms.mean, learner.reward_rms.mean)
+
+
+def test_time_limit_ends_bootstrap_only_when_asked():
+    from utils.rl_utils import bootstrap_terminated
+    b = make_batch(lengths=(7, 3), terminated=(False, True))  # episode_limit = L - 1 = 7
+    cut = bootstrap_terminated(b, 7, time_limit_bootstrap=False)
+    assert cut[0, :, 0].tolist() == [0, 0, 0, 0, 0, 0, 1]
+    assert cut[1, :, 0].tolist() == [0, 0, 1, 0, 0, 0, 1]  # index 6 is padding there: masked
+    assert bootstrap_terminated(b, 7, time_limit_bootstrap=True)[0].sum() == 0

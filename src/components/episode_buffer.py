@@ -1,4 +1,5 @@
 """EpisodeBatch: fixed-size [batch, time, ...] tensors described by a scheme; ReplayBuffer over it."""
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -89,8 +90,9 @@ class EpisodeBatch:
             self._write(target, k, _slices, v)
             if k in self.preprocess:
                 new_k, transforms = self.preprocess[k]
-                if target[k].device.type == "cpu":  # _write left a NumPy view of it
-                    v = self._np_views[k][_slices]
+                arr = self._np_views[k][1]  # _write cached it: a NumPy view, or None off the CPU
+                if arr is not None:
+                    v = arr[_slices]
                     for transform in transforms:
                         v = transform.transform_np(v)
                 else:
@@ -100,40 +102,48 @@ class EpisodeBatch:
                 self._write(target, new_k, _slices, v)
 
     def _write(self, store, k, slices, v):
-        dest = store[k]
-        if dest.device.type == "cpu":
-            # NumPy views share the tensors' memory and make small writes several times cheaper.
-            arr = self._np_views.get(k)
-            if arr is None or arr.ctypes.data != dest.data_ptr():
-                arr = self._np_views[k] = dest.numpy()
+        cached = self._np_views.get(k)
+        if cached is None or cached[0] is not store[k]:
+            dest = store[k]
+            # NumPy views share CPU tensors' memory and make small writes several times cheaper.
+            cached = self._np_views[k] = (dest, dest.numpy() if dest.device.type == "cpu" else None)
+        dest, arr = cached
+        if arr is not None:
             if isinstance(v, torch.Tensor):
                 v = v.detach().cpu().numpy()
-            v = np.asarray(v)
-            dest_shape = arr[slices].shape
-            if v.ndim and v.shape != dest_shape:  # a scalar fills the whole slot
-                self._check_safe_view(v, dest_shape, k)
-                v = v.reshape(dest_shape)
+            elif not isinstance(v, np.ndarray):
+                v = np.asarray(v)
+            slot_shape = arr[slices].shape
+            if v.ndim and v.shape != slot_shape:  # a scalar fills the whole slot
+                self._check_safe_view(v, slot_shape, k)
+                v = v.reshape(slot_shape)
             arr[slices] = v
         else:
             v = torch.as_tensor(np.asarray(v) if isinstance(v, (list, tuple)) else v,
                                 dtype=dest.dtype, device=dest.device)
-            dest_shape = dest[slices].shape
-            if v.ndim and v.shape != dest_shape:
-                self._check_safe_view(v, dest_shape, k)
-                v = v.reshape(dest_shape)
+            slot_shape = dest[slices].shape
+            if v.ndim and v.shape != slot_shape:
+                self._check_safe_view(v, slot_shape, k)
+                v = v.reshape(slot_shape)
             dest[slices] = v
 
     @staticmethod
-    def _check_safe_view(v, dest_shape, key):
-        """Right-to-left shape check: each destination axis equals the source's or is 1."""
-        idx = len(v.shape) - 1
+    @functools.lru_cache(maxsize=256)
+    def _safe_view_error(v_shape, dest_shape):
+        """None if a value of v_shape fits a slot of dest_shape (right to left, each axis equal or
+        the slot's axis 1), else the reason."""
+        idx = len(v_shape) - 1
         for s in dest_shape[::-1]:
-            if idx >= 0 and v.shape[idx] == s:
+            if idx >= 0 and v_shape[idx] == s:
                 idx -= 1
             elif s != 1:
-                raise ValueError(f"cannot write '{key}' of shape {tuple(v.shape)} into a slot "
-                                 f"of shape {tuple(dest_shape)}")
-        if idx >= 0 and any(d != 1 for d in v.shape[: idx + 1]):
+                return "mismatch"
+        if idx >= 0 and any(d != 1 for d in v_shape[: idx + 1]):
+            return "mismatch"
+        return None
+
+    def _check_safe_view(self, v, dest_shape, key):
+        if self._safe_view_error(tuple(v.shape), tuple(dest_shape)) is not None:
             raise ValueError(f"cannot write '{key}' of shape {tuple(v.shape)} into a slot "
                              f"of shape {tuple(dest_shape)}")
 

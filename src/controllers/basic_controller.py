@@ -33,13 +33,21 @@ class BasicMAC:
         return out.view(b, self.n_agents, -1)
 
     # --- training ---------------------------------------------------------------------------
-    def forward_seq(self, batch):
-        """All steps of `batch` in one call from a fresh hidden state: [B, T, N, A]."""
+    def forward_seq(self, batch, inputs=None):
+        """All steps of `batch` in one call from a fresh hidden state: [B, T, N, A].
+
+        `inputs` from build_seq_inputs may be passed to share them between networks."""
+        if inputs is None:
+            inputs = self.build_seq_inputs(batch)
+        bn, t = inputs.shape[:2]
+        out, _ = self.agent(inputs, self.agent.init_hidden(bn))
+        return out.view(bn // self.n_agents, self.n_agents, t, -1).transpose(1, 2)
+
+    def build_seq_inputs(self, batch):
+        """[B * N, T, input_shape]: one row per (episode, agent), time along dim 1."""
         inputs = self._build_inputs(batch, 0, batch.max_seq_length)  # [B, T, N, in]
         b, t = inputs.shape[:2]
-        x = inputs.transpose(1, 2).reshape(b * self.n_agents, t, -1)
-        out, _ = self.agent(x, self.agent.init_hidden(b * self.n_agents))
-        return out.view(b, self.n_agents, t, -1).transpose(1, 2)
+        return inputs.transpose(1, 2).reshape(b * self.n_agents, t, -1)
 
     def init_hidden(self, batch_size):
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)

@@ -3,8 +3,8 @@ import copy
 import torch
 
 from modules.mixers import REGISTRY as mixer_REGISTRY
-from utils.rl_utils import (RunningMeanStd, bootstrap_values, make_optimiser, soft_update,
-                            valid_mask)
+from utils.rl_utils import (RunningMeanStd, bootstrap_terminated, bootstrap_values, make_optimiser,
+                            soft_update, valid_mask)
 
 
 class QLearner:
@@ -31,7 +31,7 @@ class QLearner:
         args = self.args
         rewards = batch["reward"][:, :-1]  # [B, T, 1] or [B, T, N]
         actions = batch["actions"][:, :-1].long()  # [B, T, N, 1]
-        terminated = batch["terminated"][:, :-1].float()  # [B, T, 1]
+        terminated = bootstrap_terminated(batch, args.episode_limit, args.time_limit_bootstrap)  # [B, T, 1]
         mask = valid_mask(batch)  # [B, T, 1]
         avail_actions = batch["avail_actions"]  # [B, T+1, N, A]
 
@@ -40,11 +40,12 @@ class QLearner:
             self.reward_rms.update(rewards[mask.expand_as(rewards) > 0])
             rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
 
-        mac_out = self.mac.forward_seq(batch)  # [B, T+1, N, A]
+        inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target networks
+        mac_out = self.mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
         chosen_action_qvals = torch.gather(mac_out[:, :-1], 3, actions).squeeze(3)  # [B, T, N]
 
         with torch.no_grad():
-            target_out = self.target_mac.forward_seq(batch)[:, 1:]  # [B, T, N, A]
+            target_out = self.target_mac.forward_seq(batch, inputs)[:, 1:]  # [B, T, N, A]
             target_max_qvals = bootstrap_values(mac_out[:, 1:].detach(), target_out,
                                                 avail_actions[:, 1:], args.double_q)  # [B, T, N]
             if self.mixer is not None:

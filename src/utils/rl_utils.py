@@ -28,6 +28,18 @@ class RunningMeanStd:
         self.count = state["count"]
 
 
+def bootstrap_terminated(batch, episode_limit, time_limit_bootstrap):
+    """[B, T, 1] float termination flags for the targets.
+
+    The batch stores true terminations only. With time_limit_bootstrap=False the last step an
+    episode can have (t = episode_limit - 1) also ends the bootstrap: the objective is then the
+    return within the episode limit (EPyMARL's treatment of MPE)."""
+    terminated = batch["terminated"][:, :-1].float()
+    if not time_limit_bootstrap and terminated.shape[1] >= episode_limit:
+        terminated[:, episode_limit - 1] = 1.0  # beyond the filled steps, the mask removes it
+    return terminated
+
+
 def valid_mask(batch):
     """[B, T, 1] float: 1 for real transitions before (and at) termination, 0 after and in padding."""
     terminated = batch["terminated"][:, :-1].float()
