@@ -1,10 +1,14 @@
 import numbers
+from functools import partial
 
 import numpy as np
 
+from components.episode_buffer import EpisodeBatch
 
-class RunnerStats:
-    """Per-episode returns and info sums; logged as <prefix>return_mean, <prefix><key>_mean, ..."""
+
+class RunnerBase:
+    """What both runners share: batch construction, and per-episode returns and info sums logged
+    as <prefix>return_mean, <prefix><key>_mean, ..."""
 
     def __init__(self, args, logger):
         self.args = args
@@ -13,6 +17,12 @@ class RunnerStats:
         self.train_returns, self.test_returns = [], []
         self.train_stats, self.test_stats = {}, {}
         self.log_train_stats_t = -1000000
+
+    def setup(self, scheme, groups, preprocess, mac):
+        self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size,
+                                 self.episode_limit + 1, preprocess=preprocess,
+                                 device=self.args.device)
+        self.mac = mac
 
     def record_episode(self, episode_return, length, info, test_mode):
         stats = self.test_stats if test_mode else self.train_stats

@@ -1,14 +1,11 @@
-from functools import partial
-
 import numpy as np
 import torch
 
-from components.episode_buffer import EpisodeBatch
 from envs import REGISTRY as env_REGISTRY
-from runners.base import RunnerStats
+from runners.base import RunnerBase
 
 
-class EpisodeRunner(RunnerStats):
+class EpisodeRunner(RunnerBase):
     """One env in this process; each run() plays one episode."""
 
     def __init__(self, args, logger):
@@ -17,12 +14,6 @@ class EpisodeRunner(RunnerStats):
         self.env = env_REGISTRY[args.env](**args.env_args)
         self.episode_limit = self.env.episode_limit
         self.t = 0
-
-    def setup(self, scheme, groups, preprocess, mac):
-        self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size,
-                                 self.episode_limit + 1, preprocess=preprocess,
-                                 device=self.args.device)
-        self.mac = mac
 
     def get_env_info(self):
         return self.env.get_env_info()

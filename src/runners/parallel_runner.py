@@ -1,14 +1,12 @@
 import multiprocessing as mp
 import sys
 import traceback
-from functools import partial
 
 import numpy as np
 import torch
 
-from components.episode_buffer import EpisodeBatch
 from envs import REGISTRY as env_REGISTRY
-from runners.base import RunnerStats
+from runners.base import RunnerBase
 
 
 class EnvWorkerError(RuntimeError):
@@ -58,7 +56,7 @@ def env_worker(remote, env_name, env_args):
         remote.close()
 
 
-class ParallelRunner(RunnerStats):
+class ParallelRunner(RunnerBase):
     """batch_size_run envs, one worker process each; each run() plays one episode per env."""
 
     def __init__(self, args, logger):
@@ -111,12 +109,6 @@ class ParallelRunner(RunnerStats):
         return self._recv(i)
 
     # --- runner interface -------------------------------------------------------------------
-    def setup(self, scheme, groups, preprocess, mac):
-        self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size,
-                                 self.episode_limit + 1, preprocess=preprocess,
-                                 device=self.args.device)
-        self.mac = mac
-
     def get_env_info(self):
         return self.env_info
 
