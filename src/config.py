@@ -239,6 +239,8 @@ def validate(config):
     if config["buffer_size"] < config["batch_size"]:
         raise ConfigError(f"buffer_size={config['buffer_size']} must be at least "
                           f"batch_size={config['batch_size']}")
+    if not 0.0 <= config["td_lambda"] <= 1.0:
+        raise ConfigError(f"td_lambda={config['td_lambda']!r} must lie in [0, 1]")
     if not 0.0 <= config["tau"] <= 1.0:
         raise ConfigError(f"tau={config['tau']!r} must lie in [0, 1]")
     if config["runner"] == "episode" and config["batch_size_run"] != 1:

@@ -245,3 +245,31 @@ def test_time_limit_ends_bootstrap_only_when_asked():
     assert cut[0, :, 0].tolist() == [0, 0, 0, 0, 0, 0, 1]
     assert cut[1, :, 0].tolist() == [0, 0, 1, 0, 0, 0, 1]  # index 6 is padding there: masked
     assert bootstrap_terminated(b, 7, time_limit_bootstrap=True)[0].sum() == 0
+
+
+def test_lambda_returns():
+    from utils.rl_utils import lambda_returns
+    g = torch.Generator().manual_seed(1)
+    B, T, gamma = 3, 6, 0.9
+    r = torch.randn(B, T, 1, generator=g)
+    z = torch.randn(B, T + 1, 1, generator=g)
+    d = torch.zeros(B, T, 1)
+    d[0, 3] = 1  # episode 0 terminates at step 3; episode 1 and 2 run to the end
+    m = torch.ones(B, T, 1)
+    m[0, 4:] = 0
+    one_step = r + gamma * (1 - d) * z[:, 1:]
+    out0 = lambda_returns(r, d, m, z, gamma, 0.0)
+    assert torch.allclose(out0 * m, one_step * m, atol=1e-6)
+    out1 = lambda_returns(r, d, m, z, gamma, 1.0)
+    mc0 = sum(gamma ** k * r[0, k, 0] for k in range(4))  # discounted Monte-Carlo return
+    assert out1[0, 0, 0].item() == pytest.approx(mc0.item(), rel=1e-5)
+    # A non-terminated episode bootstraps from Z at the last step.
+    mc1 = sum(gamma ** k * r[1, k, 0] for k in range(T)) + gamma ** T * z[1, T, 0]
+    assert out1[1, 0, 0].item() == pytest.approx(mc1.item(), rel=1e-5)
+    # The recursion, written out, for lambda = 0.6.
+    lam = 0.6
+    out = lambda_returns(r, d, m, z, gamma, lam)
+    G = z[:, T] * (1 - d.sum(1))
+    for t in reversed(range(T)):
+        G = lam * gamma * G + m[:, t] * (r[:, t] + (1 - lam) * gamma * (1 - d[:, t]) * z[:, t + 1])
+        assert torch.allclose(out[:, t], G, atol=1e-5)

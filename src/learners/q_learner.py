@@ -3,12 +3,12 @@ import copy
 import torch
 
 from modules.mixers import REGISTRY as mixer_REGISTRY
-from utils.rl_utils import (RunningMeanStd, bootstrap_terminated, bootstrap_values, make_optimiser,
-                            soft_update, valid_mask)
+from utils.rl_utils import (RunningMeanStd, bootstrap_terminated, bootstrap_values, lambda_returns,
+                            make_optimiser, soft_update, valid_mask)
 
 
 class QLearner:
-    """IQL (mixer None), VDN and QMIX with one-step (double) Q-learning targets."""
+    """IQL (mixer None), VDN and QMIX with one-step or TD(lambda) (double) Q-learning targets."""
 
     def __init__(self, mac, scheme, logger, args):
         self.args = args
@@ -45,12 +45,16 @@ class QLearner:
         chosen_action_qvals = torch.gather(mac_out[:, :-1], 3, actions).squeeze(3)  # [B, T, N]
 
         with torch.no_grad():
-            target_out = self.target_mac.forward_seq(batch, inputs)[:, 1:]  # [B, T, N, A]
-            target_max_qvals = bootstrap_values(mac_out[:, 1:].detach(), target_out,
-                                                avail_actions[:, 1:], args.double_q)  # [B, T, N]
+            target_out = self.target_mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
+            target_qvals = bootstrap_values(mac_out.detach(), target_out, avail_actions,
+                                            args.double_q)  # [B, T+1, N]
             if self.mixer is not None:
-                target_max_qvals = self.target_mixer(target_max_qvals, batch["state"][:, 1:])
-            targets = rewards + args.gamma * (1 - terminated) * target_max_qvals
+                target_qvals = self.target_mixer(target_qvals, batch["state"])  # [B, T+1, 1]
+            if args.td_lambda > 0:
+                targets = lambda_returns(rewards, terminated, mask, target_qvals, args.gamma,
+                                         args.td_lambda)
+            else:
+                targets = rewards + args.gamma * (1 - terminated) * target_qvals[:, 1:]
 
         if self.mixer is not None:
             chosen_action_qvals = self.mixer(chosen_action_qvals, batch["state"][:, :-1])

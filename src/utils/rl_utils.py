@@ -60,6 +60,24 @@ def bootstrap_values(online_next, target_next, avail_next, double_q):
     return target_next.max(dim=3)[0]
 
 
+def lambda_returns(rewards, terminated, mask, target_qs, gamma, td_lambda):
+    """TD(lambda) targets [B, T, n] from rewards, terminated, mask [B, T, 1 or n] and bootstrap
+    values target_qs [B, T+1, n] (PyMARL2's recursion, as one matrix product over time):
+
+        G[T] = Z[T] * (1 - sum_t d[t])
+        G[t] = lambda*gamma*G[t+1] + m[t] * (r[t] + (1 - lambda)*gamma*(1 - d[t])*Z[t+1])
+    """
+    T = rewards.shape[1]
+    c = gamma * td_lambda
+    x = mask * (rewards + (1 - td_lambda) * gamma * (1 - terminated) * target_qs[:, 1:])
+    g_last = target_qs[:, -1] * (1 - terminated.sum(dim=1))  # [B, n]
+    t = torch.arange(T, device=rewards.device)
+    offset = t[None, :] - t[:, None]  # k - t
+    weights = torch.where(offset >= 0, c ** offset.clamp(min=0).to(x.dtype), torch.zeros((), device=x.device))
+    tail = (c ** (T - t).to(x.dtype)).view(1, T, 1)
+    return torch.einsum("tk,bkn->btn", weights, x) + tail * g_last[:, None, :]
+
+
 @torch.no_grad()
 def soft_update(target, source, tau):
     """target <- (1 - tau) * target + tau * source, parameter by parameter."""
