@@ -2,8 +2,9 @@
 
     python bench/learn_mpe.py [--t-max 200000] [--seed 1] [extra overrides, e.g. agent=rnn]
 
-Measures the raw env rate (random actions) first, then times the whole training command,
-start-up included, and reports steps/s and its ratio to the raw rate, as one JSON line at the end.
+Measures the raw env rate (random actions) before and after, times the whole training command in
+between, start-up included, and reports steps/s and its ratio to the mean raw rate (the machine's
+speed drifts), as one JSON line at the end.
 """
 import argparse
 import glob
@@ -29,7 +30,7 @@ def main():
     p.add_argument("overrides", nargs="*", help="extra key=value overrides")
     a = p.parse_args()
 
-    raw = raw_env_rate(20000)
+    raw_before = raw_env_rate(20000)
     results = tempfile.mkdtemp(prefix="learn_mpe_")
     cmd = [sys.executable, os.path.join(ROOT, "src", "main.py"), f"--config={a.config}",
            "--env-config=mpe", "with", f"t_max={a.t_max}", f"seed={a.seed}",
@@ -40,6 +41,8 @@ def main():
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(proc.stderr[-3000:])
+    raw_after = raw_env_rate(20000)
+    raw = (raw_before + raw_after) / 2
     run_dir = glob.glob(os.path.join(results, "sacred", "*", "*", "*", "[0-9]*"))[0]
     with open(os.path.join(run_dir, "metrics.json")) as f:
         metrics = json.load(f)
@@ -49,7 +52,8 @@ def main():
     t_env = metrics["return_mean"]["steps"][-1]
     print(json.dumps({
         "config": a.config, "overrides": a.overrides, "t_max": a.t_max, "seed": a.seed,
-        "raw_env_steps_per_s": round(raw, 1), "wall_s": round(wall, 1),
+        "raw_env_steps_per_s": round(raw, 1), "raw_before": round(raw_before, 1),
+        "raw_after": round(raw_after, 1), "wall_s": round(wall, 1),
         "train_steps_per_s": round(t_env / wall, 1), "ratio_to_raw": round(t_env / wall / raw, 3),
         "final_test_return_mean": round(curve["values"][-1], 2),
         "best_test_return_mean": round(max(curve["values"]), 2), "sacred_run": run_dir,

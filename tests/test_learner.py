@@ -273,3 +273,18 @@ def test_lambda_returns():
     for t in reversed(range(T)):
         G = lam * gamma * G + m[:, t] * (r[:, t] + (1 - lam) * gamma * (1 - d[:, t]) * z[:, t + 1])
         assert torch.allclose(out[:, t], G, atol=1e-5)
+
+
+def test_running_mean_std_counts_only_masked_entries():
+    from utils.rl_utils import RunningMeanStd
+    rms, seen = RunningMeanStd(), []
+    g = torch.Generator().manual_seed(2)
+    for _ in range(4):
+        x = torch.randn(4, 6, 1, generator=g) * 3 + 1
+        m = (torch.rand(4, 6, 1, generator=g) > 0.3).float()
+        x_pad = torch.where(m > 0, x, torch.full_like(x, 1e3))  # padding must not count
+        rms.update(x_pad, m)
+        seen.append(x[m > 0])
+    allx = torch.cat(seen).double()
+    assert float(rms.mean) == pytest.approx(float(allx.mean()), rel=1e-4)
+    assert float(rms.var) == pytest.approx(float(allx.var(unbiased=False)), rel=1e-4)

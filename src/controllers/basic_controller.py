@@ -17,6 +17,7 @@ class BasicMAC:
         self._agent_ids = None
 
     # --- acting -----------------------------------------------------------------------------
+    @torch.inference_mode()  # cheaper than no_grad; acting never feeds autograd
     def select_actions(self, ep_batch, t_ep, t_env, bs=slice(None), test_mode=False):
         """Actions [len(bs), N] for the episodes `bs` of `ep_batch` at step `t_ep`."""
         avail_actions = ep_batch["avail_actions"][bs, t_ep]

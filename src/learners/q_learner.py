@@ -37,7 +37,7 @@ class QLearner:
 
         if self.reward_rms is not None:
             # Only real transitions count (EPyMARL's statistics also absorb the padding's zeros).
-            self.reward_rms.update(rewards[mask.expand_as(rewards) > 0])
+            self.reward_rms.update(rewards, mask)
             rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
 
         inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target networks

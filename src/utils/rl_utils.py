@@ -9,15 +9,21 @@ class RunningMeanStd:
         self.var = torch.ones(shape, dtype=torch.float64, device=device)
         self.count = epsilon
 
-    def update(self, x):
-        x = x.reshape(-1).double()
-        batch_mean, batch_var, batch_count = x.mean(), x.var(unbiased=False), x.numel()
+    def update(self, x, mask=None):
+        """Absorb the entries of x (those where mask is 1, if given) into the statistics."""
+        x = x.double()
+        if mask is None:
+            mask = torch.ones_like(x)
+        mask = mask.double().expand_as(x)
+        batch_count = mask.sum()
+        batch_mean = (x * mask).sum() / batch_count
+        batch_var = (((x - batch_mean) ** 2) * mask).sum() / batch_count
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         m2 = self.var * self.count + batch_var * batch_count + delta ** 2 * self.count * batch_count / total
         self.var = m2 / total
-        self.count = total
+        self.count = total  # a 0-d tensor: no host sync in the training step
 
     def state_dict(self):
         return {"mean": self.mean, "var": self.var, "count": float(self.count)}
