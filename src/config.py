@@ -187,8 +187,7 @@ def load_config(argv):
     env_cfg = load_named("envs", env_name, "--env-config")
     alg_cfg = load_named("algs", alg_name, "--config")
     config = copy.deepcopy(defaults)
-    for source, cfg in ((f"config/envs/{env_name}.yaml", env_cfg),
-                        (f"config/algs/{alg_name}.yaml", alg_cfg)):
+    for cfg in (env_cfg, alg_cfg):
         recursive_update(config, cfg)
     for key, raw in overrides:
         apply_override(config, defaults, key, raw)
