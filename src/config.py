@@ -248,6 +248,9 @@ def validate(config):
     if config["mixer"] is not None and not config["common_reward"]:
         raise ConfigError(f"mixer={config['mixer']} mixes agents' values into one team value and "
                           "needs common_reward=True; use mixer=None (IQL) for individual rewards")
+    if config["learner"] == "q_learner" and config["env_args"].get("continuous_actions"):
+        raise ConfigError("learner=q_learner picks among discrete actions; "
+                          "env_args.continuous_actions=True needs a continuous-action learner")
     if config["evaluate"] and not config["checkpoint_path"]:
         raise ConfigError("evaluate=True needs checkpoint_path=<folder of saved models>")
     if config["checkpoint_path"] and not os.path.isdir(config["checkpoint_path"]):

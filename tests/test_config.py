@@ -69,6 +69,7 @@ def test_test_nepisode_rounded_to_runner_batches():
     (["with", "batch_size=0"], "batch_size=0 is too small"),
     (["with", "common_reward=False"], "needs common_reward=True"),
     (["with", "evaluate=True"], "evaluate=True needs checkpoint_path"),
+    (["with", "env_args.continuous_actions=True"], "needs a continuous-action learner"),
     (["with", "checkpoint_path=/nonexistent"], "is not a folder"),
     (["t_max=5"], "put overrides after 'with'"),
 ])

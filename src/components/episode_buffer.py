@@ -60,10 +60,6 @@ class EpisodeBatch:
                 self.data.transition_data[field] = torch.zeros(
                     (batch_size, max_seq_length, *shape), dtype=dtype, device=self.device)
 
-    def extend(self, scheme, groups=None):
-        self._setup_data(scheme, self.groups if groups is None else groups, self.batch_size,
-                         self.max_seq_length, preprocess={})
-
     def to(self, device):
         for store in (self.data.transition_data, self.data.episode_data):
             for k, v in store.items():
