@@ -6,7 +6,7 @@ import os
 import main
 
 
-def test_return_curve(results):
+def return_curve(results):
     path = glob.glob(os.path.join(str(results), "sacred", "*", "*", "*", "1", "metrics.json"))[0]
     with open(path) as f:
         return json.load(f)["test_return_mean"]["values"]
@@ -20,5 +20,5 @@ def test_qmix_learns_small_cooperative_task(tmp_path):
             "test_interval=2000", "test_nepisode=32", "batch_size=16", "target_update_interval=50",
             "seed=3", f"local_results_path={tmp_path}"]
     assert main.main(argv) == 0
-    curve = test_return_curve(tmp_path)
+    curve = return_curve(tmp_path)
     assert curve[-1] >= 8.0, curve
