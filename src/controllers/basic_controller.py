@@ -27,11 +27,9 @@ class BasicMAC:
 
     def forward(self, ep_batch, t):
         """One step for every episode of the batch, carrying the hidden state: [B, N, A]."""
-        inputs = self._build_inputs(ep_batch, t, t + 1)  # [B, 1, N, in]
-        b = ep_batch.batch_size
-        x = inputs.transpose(1, 2).reshape(b * self.n_agents, 1, -1)
+        x = self._to_rows(self._build_inputs(ep_batch, t, t + 1))  # [B * N, 1, in]
         out, self.hidden_states = self.agent(x, self.hidden_states)
-        return out.view(b, self.n_agents, -1)
+        return out.view(ep_batch.batch_size, self.n_agents, -1)
 
     # --- training ---------------------------------------------------------------------------
     def forward_seq(self, batch, inputs=None):
@@ -46,14 +44,17 @@ class BasicMAC:
 
     def build_seq_inputs(self, batch):
         """[B * N, T, input_shape]: one row per (episode, agent), time along dim 1."""
-        inputs = self._build_inputs(batch, 0, batch.max_seq_length)  # [B, T, N, in]
-        b, t = inputs.shape[:2]
-        return inputs.transpose(1, 2).reshape(b * self.n_agents, t, -1)
+        return self._to_rows(self._build_inputs(batch, 0, batch.max_seq_length))
 
     def init_hidden(self, batch_size):
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
 
     # --- inputs -----------------------------------------------------------------------------
+    def _to_rows(self, inputs):
+        # [B, T, N, in] -> [B * N, T, in]: the agent network's rows
+        b, t = inputs.shape[:2]
+        return inputs.transpose(1, 2).reshape(b * self.n_agents, t, -1)
+
     def _build_inputs(self, batch, t0, t1):
         # -> [B, t1 - t0, N, input_shape]: obs, last action one-hot, agent id one-hot
         obs = batch["obs"][:, t0:t1]

@@ -6,6 +6,11 @@ import numpy as np
 from components.episode_buffer import EpisodeBatch
 
 
+def env_data(env):
+    """What the runners write before each transition."""
+    return {"state": env.get_state(), "avail_actions": env.get_avail_actions(), "obs": env.get_obs()}
+
+
 class RunnerBase:
     """What both runners share: batch construction, and per-episode returns and info sums logged
     as <prefix>return_mean, <prefix><key>_mean, ..."""

@@ -1,8 +1,7 @@
 import numpy as np
-import torch
 
 from envs import REGISTRY as env_REGISTRY
-from runners.base import RunnerBase
+from runners.base import RunnerBase, env_data
 
 
 class EpisodeRunner(RunnerBase):
@@ -24,11 +23,6 @@ class EpisodeRunner(RunnerBase):
     def close_env(self):
         self.env.close()
 
-    def _env_data(self):
-        return {"state": self.env.get_state()[None], "avail_actions": self.env.get_avail_actions()[None],
-                "obs": self.env.get_obs()[None]}
-
-    @torch.no_grad()
     def run(self, test_mode=False):
         batch = self.new_batch()
         self.env.reset()
@@ -38,7 +32,7 @@ class EpisodeRunner(RunnerBase):
         episode_return = 0.0
         env_info = {}
         while not terminated:
-            batch.update(self._env_data(), ts=self.t)
+            batch.update(env_data(self.env), bs=0, ts=self.t)
             actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
             reward, terminated, env_info = self.env.step(actions[0].cpu().numpy())
             episode_return = episode_return + np.asarray(reward, dtype=np.float64)
@@ -51,7 +45,7 @@ class EpisodeRunner(RunnerBase):
             self.t += 1
 
         # Final observation, and one more action so `actions` is defined at T_ep.
-        batch.update(self._env_data(), ts=self.t)
+        batch.update(env_data(self.env), bs=0, ts=self.t)
         actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
         batch.update({"actions": actions}, ts=self.t, mark_filled=False)
 

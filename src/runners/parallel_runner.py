@@ -3,18 +3,13 @@ import sys
 import traceback
 
 import numpy as np
-import torch
 
 from envs import REGISTRY as env_REGISTRY
-from runners.base import RunnerBase
+from runners.base import RunnerBase, env_data
 
 
 class EnvWorkerError(RuntimeError):
     """An env worker process failed or died."""
-
-
-def _env_data(env):
-    return {"state": env.get_state(), "avail_actions": env.get_avail_actions(), "obs": env.get_obs()}
 
 
 def env_worker(remote, env_name, env_args):
@@ -25,13 +20,13 @@ def env_worker(remote, env_name, env_args):
             cmd, data = remote.recv()
             if cmd == "step":
                 reward, terminated, info = env.step(data)
-                out = _env_data(env)
+                out = env_data(env)
                 out.update(reward=reward, terminated=terminated, info=info,
                            indi_terminated=env.get_indi_terminated())
                 remote.send(("ok", out))
             elif cmd == "reset":
                 env.reset()
-                remote.send(("ok", _env_data(env)))
+                remote.send(("ok", env_data(env)))
             elif cmd == "get_env_info":
                 remote.send(("ok", env.get_env_info()))
             elif cmd == "get_stats":
@@ -141,7 +136,6 @@ class ParallelRunner(RunnerBase):
         self.t = 0
         return batch
 
-    @torch.no_grad()
     def run(self, test_mode=False):
         batch = self._reset()
         n = self.batch_size

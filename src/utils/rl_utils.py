@@ -59,11 +59,10 @@ def bootstrap_values(online_next, target_next, avail_next, double_q):
 
     double_q: the online network picks the action and the target network values it."""
     unavailable = avail_next == 0
-    target_next = target_next.masked_fill(unavailable, -9999999)
-    if double_q:
+    if double_q:  # the chosen action is available, so the target values need no mask
         best = online_next.masked_fill(unavailable, -9999999).argmax(dim=3, keepdim=True)
         return torch.gather(target_next, 3, best).squeeze(3)
-    return target_next.max(dim=3)[0]
+    return target_next.masked_fill(unavailable, -9999999).max(dim=3)[0]
 
 
 def lambda_returns(rewards, terminated, mask, target_qs, gamma, td_lambda):
