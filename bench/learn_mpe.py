@@ -1,6 +1,8 @@
-"""Train QMIX on mpe simple_spread_v3 and print the test return curve and the training speed.
+"""Train on an mpe2 scenario and print the test return curves (team and per agent), the
+random policy's returns and the training speed.
 
-    python bench/learn_mpe.py [--t-max 200000] [--seed 1] [extra overrides, e.g. agent=rnn]
+    python bench/learn_mpe.py [--config qmix] [--t-max 200000] [--seed 1] [overrides, e.g. agent=rnn]
+    python bench/learn_mpe.py --config maddpg env_args.scenario=simple_adversary_v3
 
 Measures the raw env rate (random actions) before and after, times the whole training command in
 between, start-up included, and reports steps/s and its ratio to the mean raw rate (the machine's
@@ -20,6 +22,28 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from throughput import raw_env_rate  # noqa: E402
+
+
+def random_returns(overrides, episodes=200, seed=0):
+    """Per-agent returns of uniformly random actions, summed over each 25-step episode."""
+    import importlib
+
+    import numpy as np
+    opts = dict(o.split("=", 1) for o in overrides if "=" in o)
+    scenario = opts.get("env_args.scenario", "simple_spread_v3")
+    continuous = opts.get("env_args.continuous_actions", "False") == "True"
+    env = importlib.import_module(f"mpe2.{scenario}").parallel_env(
+        max_cycles=25, continuous_actions=continuous)
+    env.reset(seed=seed)
+    for a in env.possible_agents:
+        env.action_space(a).seed(seed)
+    totals = np.zeros(len(env.possible_agents))
+    for _ in range(episodes):
+        env.reset()
+        while env.agents:
+            _, rewards, _, _, _ = env.step({a: env.action_space(a).sample() for a in env.agents})
+            totals += [rewards.get(a, 0.0) for a in env.possible_agents]
+    return dict(zip(env.possible_agents, (totals / episodes).round(2).tolist()))
 
 
 def main():
@@ -47,8 +71,13 @@ def main():
     with open(os.path.join(run_dir, "metrics.json")) as f:
         metrics = json.load(f)
     curve = metrics["test_return_mean"]
-    for t, v in zip(curve["steps"], curve["values"]):
-        print(f"t_env {t:>8d}  test_return_mean {v:9.2f}")
+    agents = sorted((k for k in metrics if k.startswith("test_agent") and k.endswith("_return_mean")),
+                    key=lambda k: int(k[len("test_agent"):-len("_return_mean")]))
+    print(f"{'t_env':>8s}  {'test_return_mean':>16s}" + "".join(f"  {k[5:11]:>8s}" for k in agents))
+    for j, (t, v) in enumerate(zip(curve["steps"], curve["values"])):
+        print(f"{t:>8d}  {v:16.2f}" + "".join(f"  {metrics[k]['values'][j]:8.2f}" for k in agents))
+    rand = random_returns(a.overrides)
+    print("random policy, per agent:", rand, "team sum:", round(sum(rand.values()), 2))
     t_env = metrics["return_mean"]["steps"][-1]
     print(json.dumps({
         "config": a.config, "overrides": a.overrides, "t_max": a.t_max, "seed": a.seed,
@@ -56,7 +85,9 @@ def main():
         "raw_after": round(raw_after, 1), "wall_s": round(wall, 1),
         "train_steps_per_s": round(t_env / wall, 1), "ratio_to_raw": round(t_env / wall / raw, 3),
         "final_test_return_mean": round(curve["values"][-1], 2),
-        "best_test_return_mean": round(max(curve["values"]), 2), "sacred_run": run_dir,
+        "best_test_return_mean": round(max(curve["values"]), 2),
+        "final_test_agent_returns": [round(metrics[k]["values"][-1], 2) for k in agents],
+        "random_agent_returns": list(rand.values()), "sacred_run": run_dir,
     }))
 
 

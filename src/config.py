@@ -214,12 +214,13 @@ def validate(config):
     from envs import REGISTRY as env_REGISTRY, validate_env_args
     from learners import REGISTRY as le_REGISTRY
     from modules.agents import REGISTRY as agent_REGISTRY
+    from modules.critics import REGISTRY as critic_REGISTRY
     from modules.mixers import REGISTRY as mixer_REGISTRY
     from runners import REGISTRY as r_REGISTRY
 
     for key, registry in (("runner", r_REGISTRY), ("mac", mac_REGISTRY), ("agent", agent_REGISTRY),
                           ("learner", le_REGISTRY), ("action_selector", sel_REGISTRY),
-                          ("env", env_REGISTRY)):
+                          ("env", env_REGISTRY), ("critic", critic_REGISTRY)):
         registry[config[key]]
     if config["mixer"] is not None:
         mixer_REGISTRY[config["mixer"]]
@@ -228,28 +229,55 @@ def validate(config):
     _check_choice(config, "device", ["auto", "cpu", "cuda"])
     _check_choice(config, "reward_scalarisation", ["sum", "mean"])
     _check_choice(config, "hypernet_layers", [1, 2])
+    _check_choice(config, "actor_other_actions", ["buffer", "policy"])
+    from learners.selection import MODES
+    _check_choice(config, "selected", list(MODES))
+    for key in ("selected_ratio", "selected_ratio_start", "selected_ratio_end", "warm_up_ratio"):
+        if not 0.0 <= config[key] <= 1.0:
+            raise ConfigError(f"{key}={config[key]!r} must lie in [0, 1]")
+    if config["selected_alpha"] <= 0 or config["selected_epsilon"] < 0:
+        raise ConfigError(f"selected_alpha={config['selected_alpha']!r} must be positive and "
+                          f"selected_epsilon={config['selected_epsilon']!r} not negative")
     for key, minimum in (("t_max", 0), ("batch_size", 1), ("buffer_size", 1), ("batch_size_run", 1),
                          ("test_nepisode", 1), ("test_interval", 1), ("log_interval", 1),
                          ("runner_log_interval", 1), ("learner_log_interval", 1),
                          ("target_update_interval", 1), ("hidden_dim", 1),
                          ("epsilon_anneal_time", 0), ("save_model_interval", 1), ("load_step", 0),
-                         ("torch_threads", 0)):
+                         ("torch_threads", 0),
+                         ("critic_hidden_dim", 1), ("start_steps", 0), ("act_noise_anneal_time", 0)):
         _check_min(config, key, minimum)
     if config["buffer_size"] < config["batch_size"]:
         raise ConfigError(f"buffer_size={config['buffer_size']} must be at least "
                           f"batch_size={config['batch_size']}")
     if not 0.0 <= config["td_lambda"] <= 1.0:
         raise ConfigError(f"td_lambda={config['td_lambda']!r} must lie in [0, 1]")
+    if config["gumbel_temperature"] <= 0:
+        raise ConfigError(f"gumbel_temperature={config['gumbel_temperature']!r} must be positive")
+    if config["critic_lr"] is not None and not isinstance(config["critic_lr"], (int, float)):
+        raise ConfigError(f"critic_lr={config['critic_lr']!r} must be a number or None")
     if not 0.0 <= config["tau"] <= 1.0:
         raise ConfigError(f"tau={config['tau']!r} must lie in [0, 1]")
     if config["runner"] == "episode" and config["batch_size_run"] != 1:
         raise ConfigError(f"runner=episode steps one env, but batch_size_run="
                           f"{config['batch_size_run']}; use runner=parallel or batch_size_run=1")
+    if config["learner"] == "q_divide_learner" and config["mixer"] is None:
+        raise ConfigError("learner=q_divide_learner decomposes the mixer's team TD error and needs "
+                          "mixer=qmix or mixer=vdn (got mixer=None)")
     if config["mixer"] is not None and not config["common_reward"]:
         raise ConfigError(f"mixer={config['mixer']} mixes agents' values into one team value and "
                           "needs common_reward=True; use mixer=None (IQL) for individual rewards")
-    if config["learner"] == "q_learner" and config["env_args"].get("continuous_actions"):
-        raise ConfigError("learner=q_learner picks among discrete actions; "
+    if config["learner"] == "maddpg_learner" and config["mac"] != "maddpg_mac":
+        raise ConfigError(f"learner=maddpg_learner needs mac=maddpg_mac (its actors), not "
+                          f"mac={config['mac']}")
+    if config["mac"] == "maddpg_mac" and config["learner"] != "maddpg_learner":
+        raise ConfigError(f"mac=maddpg_mac outputs policies for learner=maddpg_learner, not "
+                          f"learner={config['learner']}; use mac=basic_mac")
+    if config["learner"] == "maddpg_learner" and config["mixer"] is not None:
+        raise ConfigError(f"learner=maddpg_learner uses critics, not a mixer; set mixer=None "
+                          f"(got mixer={config['mixer']})")
+    if config["learner"] in ("q_learner", "q_divide_learner") \
+            and config["env_args"].get("continuous_actions"):
+        raise ConfigError(f"learner={config['learner']} picks among discrete actions; "
                           "env_args.continuous_actions=True needs a continuous-action learner")
     if config["evaluate"] and not config["checkpoint_path"]:
         raise ConfigError("evaluate=True needs checkpoint_path=<folder of saved models>")

@@ -83,7 +83,10 @@ def run_sequential(args, logger):
         env_info = runner.get_env_info()
         for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
             setattr(args, k, env_info[k])
-        if env_info.get("action_space", "discrete") != "discrete" and args.learner == "q_learner":
+        args.action_space = env_info.get("action_space", "discrete")
+        if args.action_space == "continuous":
+            args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
+        if args.action_space != "discrete" and args.learner in ("q_learner", "q_divide_learner"):
             raise ConfigError(f"learner={args.learner} needs discrete actions, but this env has "
                               f"continuous ones; set env_args.continuous_actions=False")
         scheme, groups, preprocess = build_scheme(args, env_info)

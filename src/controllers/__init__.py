@@ -1,5 +1,6 @@
 from utils.registry import Registry
 
 from .basic_controller import BasicMAC
+from .maddpg_controller import MADDPGMAC
 
-REGISTRY = Registry("mac", {"basic_mac": BasicMAC})
+REGISTRY = Registry("mac", {"basic_mac": BasicMAC, "maddpg_mac": MADDPGMAC})

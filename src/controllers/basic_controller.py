@@ -2,19 +2,25 @@ import torch
 
 from components.action_selectors import REGISTRY as action_REGISTRY
 from modules.agents import REGISTRY as agent_REGISTRY
+from modules.agents.agent_group import AgentGroup
 
 
 class BasicMAC:
-    """Multi-agent controller: one agent network shared by all agents (parameter sharing)."""
+    """Multi-agent controller: one agent network shared by all agents (parameter sharing), or
+    one network per agent with agent_param_sharing=False."""
 
     def __init__(self, scheme, groups, args):
         self.n_agents = args.n_agents
         self.args = args
         self.input_shape = self._get_input_shape(scheme)
-        self.agent = agent_REGISTRY[args.agent](self.input_shape, args)
+        self.agent = self._build_agent(args)
         self.action_selector = action_REGISTRY[args.action_selector](args)
         self.hidden_states = None
         self._agent_ids = None
+
+    def _build_agent(self, args):
+        make = lambda: agent_REGISTRY[args.agent](self.input_shape, args)  # noqa: E731
+        return make() if args.agent_param_sharing else AgentGroup(make, self.n_agents)
 
     # --- acting -----------------------------------------------------------------------------
     @torch.inference_mode()  # cheaper than no_grad; acting never feeds autograd
@@ -60,7 +66,7 @@ class BasicMAC:
         obs = batch["obs"][:, t0:t1]
         parts = [obs]
         if self.args.obs_last_action:
-            onehot = batch["actions_onehot"]
+            onehot = batch[self._last_action_key()]
             if t0 == 0:  # no action before the first step
                 last = torch.cat([torch.zeros_like(onehot[:, :1]), onehot[:, :t1 - 1]], dim=1)
             else:
@@ -72,11 +78,14 @@ class BasicMAC:
             parts.append(self._agent_ids.expand(*obs.shape[:2], -1, -1))
         return torch.cat(parts, dim=-1) if len(parts) > 1 else obs
 
+    def _last_action_key(self):
+        return "actions_onehot"
+
     def _get_input_shape(self, scheme):
         input_shape = scheme["obs"]["vshape"]
         input_shape = input_shape if isinstance(input_shape, int) else input_shape[0]
         if self.args.obs_last_action:
-            input_shape += scheme["actions_onehot"]["vshape"][0]
+            input_shape += scheme[self._last_action_key()]["vshape"][0]
         if self.args.obs_agent_id:
             input_shape += self.n_agents
         return input_shape

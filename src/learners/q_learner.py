@@ -107,10 +107,11 @@ class QLearner:
         state = {
             "agent": self.mac.state_dict(),
             "target_agent": self.target_mac.state_dict(),
-            "optimiser": self.optimiser.state_dict(),
             "last_target_update_episode": self.last_target_update_episode,
             "train_steps": self.train_steps,
         }
+        if self.optimiser is not None:
+            state["optimiser"] = self.optimiser.state_dict()
         if self.mixer is not None:
             state["mixer"] = self.mixer.state_dict()
             state["target_mixer"] = self.target_mixer.state_dict()
@@ -124,7 +125,8 @@ class QLearner:
         if self.mixer is not None:
             self.mixer.load_state_dict(state["mixer"])
             self.target_mixer.load_state_dict(state["target_mixer"])
-        self.optimiser.load_state_dict(state["optimiser"])
+        if self.optimiser is not None:
+            self.optimiser.load_state_dict(state["optimiser"])
         self.last_target_update_episode = state["last_target_update_episode"]
         self.train_steps = state["train_steps"]
         if self.reward_rms is not None and "reward_rms" in state:

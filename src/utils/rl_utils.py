@@ -90,9 +90,20 @@ def soft_update(target, source, tau):
         t.mul_(1.0 - tau).add_(s, alpha=tau)
 
 
-def make_optimiser(params, args):
+def make_optimiser(params, args, lr=None):
     # The fused kernels update all parameters in one call: about 15% of a small update's time.
+    lr = args.lr if lr is None else lr
     if args.optimizer == "adam":
-        return torch.optim.Adam(params, lr=args.lr, eps=args.optim_eps, fused=True)
-    return torch.optim.RMSprop(params, lr=args.lr, alpha=args.optim_alpha, eps=args.optim_eps,
+        return torch.optim.Adam(params, lr=lr, eps=args.optim_eps, fused=True)
+    return torch.optim.RMSprop(params, lr=lr, alpha=args.optim_alpha, eps=args.optim_eps,
                                foreach=True)
+
+
+def gumbel_softmax_st(logits, temperature=1.0):
+    """Straight-through Gumbel-softmax: the forward value is a one-hot sample of
+    softmax(logits), the gradient is that of the soft sample softmax((logits + g) / temperature)."""
+    u = torch.rand_like(logits)
+    g = -torch.log(-torch.log(u + 1e-20) + 1e-20)
+    soft = torch.softmax((logits + g) / temperature, dim=-1)
+    hard = torch.nn.functional.one_hot(soft.argmax(dim=-1), logits.shape[-1]).to(soft.dtype)
+    return hard - soft.detach() + soft

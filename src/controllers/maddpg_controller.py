@@ -1,0 +1,76 @@
+import torch
+
+from components.schedules import LinearSchedule
+from controllers.basic_controller import BasicMAC
+from utils.rl_utils import gumbel_softmax_st
+
+
+class MADDPGMAC(BasicMAC):
+    """Decentralised actors for MADDPG: each agent acts on its own observation.
+
+    Discrete actions: the network outputs logits; training actions are samples of
+    softmax(logits) (Gumbel-max), test actions the argmax; the learner differentiates through a
+    straight-through Gumbel-softmax. Continuous actions: tanh outputs mapped affinely onto the
+    env's bounds, Gaussian exploration noise (std act_noise * half the range, annealed) in
+    training, clipped to the bounds; uniform random actions before start_steps env steps.
+    agent_param_sharing=False gives every agent its own network."""
+
+    def __init__(self, scheme, groups, args):
+        self.n_agents = args.n_agents
+        self.args = args
+        self.continuous = getattr(args, "action_space", "discrete") == "continuous"
+        self.input_shape = self._get_input_shape(scheme)
+        self.agent = self._build_agent(args)
+        self.action_selector = None
+        self.hidden_states = None
+        self._agent_ids = None
+        if self.continuous:
+            self.low = torch.tensor(args.action_low, dtype=torch.float32)
+            self.high = torch.tensor(args.action_high, dtype=torch.float32)
+            self.noise = LinearSchedule(args.act_noise_start, args.act_noise_finish,
+                                        args.act_noise_anneal_time)
+
+    # --- acting -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def select_actions(self, ep_batch, t_ep, t_env, bs=slice(None), test_mode=False):
+        """Discrete: action indices [len(bs), N]; continuous: action vectors [len(bs), N, A]."""
+        out = self.forward(ep_batch, t_ep)[bs]
+        avail = ep_batch["avail_actions"][bs, t_ep]
+        if not self.continuous:
+            logits = out.masked_fill(avail == 0, -float("inf"))
+            if not test_mode or not self.args.test_greedy:
+                # argmax of Gumbel-perturbed logits: a sample of softmax(logits)
+                u = torch.rand_like(logits)
+                logits = logits - torch.log(-torch.log(u + 1e-20) + 1e-20)
+            return logits.argmax(dim=-1)
+        low, high = self.low.to(out.device), self.high.to(out.device)
+        if test_mode:
+            actions = self.to_bounds(out)
+        elif t_env < self.args.start_steps:
+            actions = low + torch.rand_like(out) * (high - low)
+        else:
+            std = self.noise.eval(t_env) * (high - low) / 2
+            actions = torch.minimum(torch.maximum(self.to_bounds(out) + std * torch.randn_like(out),
+                                                  low), high)
+        return actions * avail  # padded action dimensions stay 0
+
+    # --- differentiable policy outputs (learner) --------------------------------------------
+    def to_bounds(self, out):
+        low, high = self.low.to(out.device), self.high.to(out.device)
+        return low + (torch.tanh(out) + 1) * (high - low) / 2
+
+    def policy_actions(self, out, avail, sample):
+        """Actions as the critic sees them, [B, T, N, A], from network outputs `out`.
+
+        Discrete: straight-through Gumbel-softmax samples (sample=True) or the one-hot argmax
+        over available actions; continuous: the deterministic bounded action."""
+        if self.continuous:
+            return self.to_bounds(out) * avail
+        logits = out.masked_fill(avail == 0, -1e10)
+        if sample:
+            return gumbel_softmax_st(logits, self.args.gumbel_temperature)
+        return torch.nn.functional.one_hot(logits.argmax(dim=-1), out.shape[-1]).to(out.dtype)
+
+    # --- inputs -----------------------------------------------------------------------------
+    def _last_action_key(self):
+        return "actions" if self.continuous else "actions_onehot"

@@ -1,0 +1,167 @@
+import copy
+
+import torch
+
+from modules.critics import REGISTRY as critic_REGISTRY
+from utils.rl_utils import (RunningMeanStd, bootstrap_terminated, make_optimiser, soft_update,
+                            valid_mask)
+
+
+class MADDPGLearner:
+    """MADDPG (Lowe et al. 2017): per-agent critics Q_i(x, a_1 .. a_N) trained on each agent's
+    own reward (or the team reward), and decentralised actors trained through their critic.
+
+    Critic target: y_i = r_i + gamma * (1 - d) * Q_i^-(x', a'_1 .. a'_N), a'_j from the target
+    actors (argmax one-hot / deterministic). Actor i: maximise Q_i with a_i from its current
+    policy (straight-through Gumbel-softmax for discrete actions) and the other agents' actions
+    from the buffer, plus actor_reg * mean(pre-activation outputs ^ 2). All agents and time
+    steps are handled in one batched pass."""
+
+    def __init__(self, mac, scheme, logger, args):
+        self.args = args
+        self.mac = mac
+        self.logger = logger
+        self.n_agents = args.n_agents
+        self.n_actions = args.n_actions
+        self.critic = critic_REGISTRY[args.critic](scheme, args)
+        self.target_mac = copy.deepcopy(mac)
+        self.target_critic = copy.deepcopy(self.critic)
+        self.actor_params = list(mac.parameters())
+        self.critic_params = list(self.critic.parameters())
+        self.actor_optimiser = make_optimiser(self.actor_params, args)
+        self.critic_optimiser = make_optimiser(self.critic_params, args, lr=args.critic_lr or args.lr)
+        self.reward_rms = RunningMeanStd(device=args.device) if args.standardise_rewards else None
+        self.last_target_update_episode = 0
+        self.train_steps = 0
+        self.log_stats_t = -args.learner_log_interval - 1
+        self._eye = None
+
+    def _joint(self, actions):
+        # [B, T, N, A] -> [B, T, N, N * A]: every agent's row holds the same joint action
+        b, t = actions.shape[:2]
+        return actions.reshape(b, t, 1, -1).expand(b, t, self.n_agents, -1)
+
+    def train(self, batch, t_env, episode_num):
+        args = self.args
+        n = self.n_agents
+        rewards = batch["reward"][:, :-1]  # [B, T, 1] (team) or [B, T, N] (individual)
+        terminated = bootstrap_terminated(batch, args.episode_limit, args.time_limit_bootstrap)
+        mask = valid_mask(batch)  # [B, T, 1]
+        avail = batch["avail_actions"]  # [B, T+1, N, A]
+        actions = batch["actions"] if self.mac.continuous else batch["actions_onehot"]
+        actions = actions.float()  # [B, T+1, N, A]
+        state = batch["state"]
+        obs = batch["obs"] if args.critic_individual_obs else None
+
+        if self.reward_rms is not None:
+            self.reward_rms.update(rewards, mask)
+            rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
+        rewards = rewards.expand(-1, -1, n)  # a team reward is every agent's reward
+
+        inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target actors
+
+        # --- critics ---
+        with torch.no_grad():
+            target_out = self.target_mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
+            next_actions = self.mac.policy_actions(target_out[:, 1:], avail[:, 1:], sample=False)
+            next_q = self.target_critic(self.critic.build_inputs(
+                state[:, 1:], self._joint(next_actions), None if obs is None else obs[:, 1:]))
+            targets = rewards + args.gamma * (1 - terminated) * next_q  # [B, T, N]
+
+        q_taken = self.critic(self.critic.build_inputs(
+            state[:, :-1], self._joint(actions[:, :-1]), None if obs is None else obs[:, :-1]))
+        mask_n = mask.expand_as(q_taken)
+        n_valid = mask_n.sum()
+        td_error = (q_taken - targets) * mask_n
+        critic_loss = (td_error ** 2).sum() / n_valid
+        self.critic_optimiser.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_grad_norm = self.critic.clip_grad_norm_(args.grad_norm_clip)
+        self.critic_optimiser.step()
+
+        # --- actors ---
+        out = self.mac.forward_seq(batch, inputs)[:, :-1]  # [B, T, N, A]
+        policy = self.mac.policy_actions(out, avail[:, :-1], sample=True)
+        # Row i of the joint action: agent i's block from its policy (with gradient), the others
+        # from the buffer or from their current policies (no gradient).
+        if self._eye is None or self._eye.device != out.device:
+            self._eye = torch.eye(n, device=out.device).view(1, 1, n, n, 1)
+        if args.actor_other_actions == "policy":  # EPyMARL: the others' current policies
+            others = policy.detach().unsqueeze(2)
+        else:  # the paper: the others' actions from the buffer
+            others = actions[:, :-1].unsqueeze(2)  # [B, T, 1, N, A]
+        joint = others * (1 - self._eye) + policy.unsqueeze(2) * self._eye
+        b, t = out.shape[:2]
+        self.critic.requires_grad_(False)  # the actor loss steps the actors only
+        q_policy = self.critic(self.critic.build_inputs(
+            state[:, :-1], joint.reshape(b, t, n, -1), None if obs is None else obs[:, :-1]))
+        self.critic.requires_grad_(True)
+        pre = out if self.mac.continuous else out.masked_fill(avail[:, :-1] == 0, 0.0)
+        reg = ((pre ** 2).mean(dim=-1) * mask_n).sum() / n_valid
+        actor_loss = -(q_policy * mask_n).sum() / n_valid + args.actor_reg * reg
+        self.actor_optimiser.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        actor_grad_norm = self._clip_actors(args.grad_norm_clip)
+        self.actor_optimiser.step()
+
+        self.train_steps += 1
+        self._update_targets(episode_num)
+
+        if t_env - self.log_stats_t >= args.learner_log_interval:
+            log = self.logger.log_stat
+            log("critic_loss", critic_loss.item(), t_env)
+            log("actor_loss", actor_loss.item(), t_env)
+            log("critic_grad_norm", critic_grad_norm.item(), t_env)
+            log("actor_grad_norm", actor_grad_norm.item(), t_env)
+            log("td_error_abs", (td_error.abs().sum() / n_valid).item(), t_env)
+            log("q_taken_mean", ((q_taken * mask_n).sum() / n_valid).item(), t_env)
+            log("target_mean", ((targets * mask_n).sum() / n_valid).item(), t_env)
+            self.log_stats_t = t_env
+
+    def _clip_actors(self, max_norm):
+        # Separate actors are clipped separately, like separate learners; a shared one as a whole.
+        if hasattr(self.mac.agent, "clip_grad_norm_"):
+            return self.mac.agent.clip_grad_norm_(max_norm)
+        return torch.nn.utils.clip_grad_norm_(self.actor_params, max_norm)
+
+    def _update_targets(self, episode_num):
+        if self.args.target_update_mode == "soft":
+            soft_update(self.target_mac.agent, self.mac.agent, self.args.tau)
+            soft_update(self.target_critic, self.critic, self.args.tau)
+        elif (episode_num - self.last_target_update_episode) / self.args.target_update_interval >= 1.0:
+            self.target_mac.load_state(self.mac)
+            self.target_critic.load_state_dict(self.critic.state_dict())
+            self.last_target_update_episode = episode_num
+
+    def to(self, device):
+        for module in (self.mac, self.target_mac, self.critic, self.target_critic):
+            module.to(device)
+        return self
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def state_dict(self):
+        state = {
+            "agent": self.mac.state_dict(),
+            "target_agent": self.target_mac.state_dict(),
+            "critic": self.critic.state_dict(),
+            "target_critic": self.target_critic.state_dict(),
+            "actor_optimiser": self.actor_optimiser.state_dict(),
+            "critic_optimiser": self.critic_optimiser.state_dict(),
+            "last_target_update_episode": self.last_target_update_episode,
+            "train_steps": self.train_steps,
+        }
+        if self.reward_rms is not None:
+            state["reward_rms"] = self.reward_rms.state_dict()
+        return state
+
+    def load_state_dict(self, state):
+        self.mac.load_state_dict(state["agent"])
+        self.target_mac.load_state_dict(state["target_agent"])
+        self.critic.load_state_dict(state["critic"])
+        self.target_critic.load_state_dict(state["target_critic"])
+        self.actor_optimiser.load_state_dict(state["actor_optimiser"])
+        self.critic_optimiser.load_state_dict(state["critic_optimiser"])
+        self.last_target_update_episode = state["last_target_update_episode"]
+        self.train_steps = state["train_steps"]
+        if self.reward_rms is not None and "reward_rms" in state:
+            self.reward_rms.load_state_dict(state["reward_rms"])

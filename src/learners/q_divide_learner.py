@@ -1,0 +1,134 @@
+import torch
+
+from learners.q_learner import QLearner
+from learners.selection import per_beta, selected_ratio, selection_weights
+from utils.rl_utils import (bootstrap_terminated, bootstrap_values, lambda_returns, make_optimiser,
+                            valid_mask)
+
+
+class QDivideLearner(QLearner):
+    """DIFFER (Hu et al. 2023): the mixer learns from the team TD error; the agent network learns
+    from individual TD errors whose rewards are decomposed from the team error,
+
+        rho_i = clamp(dL/dQ_i / dL/dQ_tot, -10, 10)  (= dQ_tot/dQ_i)
+        r_i   = -rho_i * delta_tot + Q_i - gamma * (1 - D_i) * Q_i^next
+        delta_i = Q_i - (r_i + gamma * (1 - D_i) * Q_i^next)  (= rho_i * delta_tot)
+
+    and weighted by a selection of (episode, step, agent) samples (learners/selection.py).
+    Two optimisers: one for the mixer, one for the agent network, each clipped on its own."""
+
+    def __init__(self, mac, scheme, logger, args):
+        super().__init__(mac, scheme, logger, args)
+        self.agent_params = list(mac.parameters())
+        self.mixer_params = list(self.mixer.parameters())
+        self.q_optimiser = make_optimiser(self.agent_params, args)
+        # VDN has no parameters: nothing to optimise, and rho is exactly 1.
+        self.mixer_optimiser = make_optimiser(self.mixer_params, args) if self.mixer_params else None
+        self.optimiser = None
+        self.last = {}
+
+    def train(self, batch, t_env, episode_num):
+        args = self.args
+        rewards = batch["reward"][:, :-1]  # [B, T, 1]
+        actions = batch["actions"][:, :-1].long()
+        terminated = bootstrap_terminated(batch, args.episode_limit, args.time_limit_bootstrap)
+        true_terminated = batch["terminated"][:, :-1].float()
+        mask = valid_mask(batch)  # [B, T, 1]
+        avail_actions = batch["avail_actions"]
+        indi_terminated = batch["indi_terminated"][:, :-1].float()  # D: [B, T, N]
+
+        if self.reward_rms is not None:
+            self.reward_rms.update(rewards, mask)
+            rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
+
+        inputs = self.mac.build_seq_inputs(batch)
+        mac_out = self.mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
+        q_taken = torch.gather(mac_out[:, :-1], 3, actions).squeeze(3)  # [B, T, N]
+        with torch.no_grad():
+            target_out = self.target_mac.forward_seq(batch, inputs)
+            q_next_all = bootstrap_values(mac_out.detach(), target_out, avail_actions,
+                                          args.double_q)  # [B, T+1, N]
+            q_next = q_next_all[:, 1:]
+            target_tot = self.target_mixer(q_next_all, batch["state"])  # [B, T+1, 1]
+            if args.td_lambda > 0:
+                team_targets = lambda_returns(rewards, terminated, mask, target_tot, args.gamma,
+                                              args.td_lambda)
+            else:
+                team_targets = rewards + args.gamma * (1 - terminated) * target_tot[:, 1:]
+
+        # --- mixer on a detached leaf: its input gradient gives rho ---
+        q_leaf = q_taken.detach().clone().requires_grad_(True)
+        q_tot = self.mixer(q_leaf, batch["state"][:, :-1])  # [B, T, 1]
+        q_tot.retain_grad()
+        delta_tot = q_tot - team_targets
+        n_valid_team = mask.sum()
+        mixer_loss = ((delta_tot * mask) ** 2).sum() / n_valid_team
+        if self.mixer_optimiser is not None:
+            self.mixer_optimiser.zero_grad(set_to_none=True)
+        mixer_loss.backward()
+        g_tot, g_i = q_tot.grad, q_leaf.grad  # [B, T, 1], [B, T, N]
+        nonzero = g_tot != 0
+        rho = torch.where(nonzero, g_i / torch.where(nonzero, g_tot, torch.ones_like(g_tot)),
+                          torch.zeros_like(g_i)).clamp(-10.0, 10.0)
+        if self.mixer_optimiser is not None:
+            mixer_grad_norm = torch.nn.utils.clip_grad_norm_(self.mixer_params, args.grad_norm_clip)
+            self.mixer_optimiser.step()
+        else:
+            mixer_grad_norm = torch.zeros(())
+        delta_tot = delta_tot.detach()
+
+        # --- individual rewards, targets and mask ---
+        with torch.no_grad():
+            bootstrap = args.gamma * (1 - indi_terminated) * q_next
+            reward_i = -rho * delta_tot + q_taken.detach() - bootstrap
+            targets_i = reward_i + bootstrap
+            indi_mask = mask.expand_as(q_taken).clone()
+            # An agent drops out from the step after the one at whose end it died.
+            indi_mask[:, 1:] *= (1 - indi_terminated[:, :-1]) * (1 - true_terminated[:, :-1])
+        delta_i = (q_taken - targets_i) * indi_mask
+        with torch.no_grad():
+            ratio = selected_ratio(args, t_env)
+            weights = selection_weights(delta_i.detach().abs(), indi_mask, args.selected, ratio,
+                                        args.selected_alpha, args.selected_epsilon,
+                                        per_beta(args, t_env))
+        n_valid = indi_mask.sum()
+        q_loss = (delta_i ** 2 * weights).sum() / n_valid
+        self.q_optimiser.zero_grad(set_to_none=True)
+        q_loss.backward()
+        q_grad_norm = torch.nn.utils.clip_grad_norm_(self.agent_params, args.grad_norm_clip)
+        self.q_optimiser.step()
+        self.train_steps += 1
+        self._update_targets(episode_num)
+        # The last update's decomposition, for inspection and tests (references, no copies).
+        self.last = dict(rho=rho, delta_tot=delta_tot, reward_i=reward_i, delta_i=delta_i.detach(),
+                         indi_mask=indi_mask, weights=weights, q_taken=q_taken.detach(),
+                         q_next=q_next, mixer_loss=mixer_loss.detach(), q_loss=q_loss.detach())
+
+        if t_env - self.log_stats_t >= args.learner_log_interval:
+            log = self.logger.log_stat
+            log("selected_ratio", ratio, t_env)
+            log("mixer_loss", mixer_loss.item(), t_env)
+            log("mixer_grad_norm", float(mixer_grad_norm), t_env)
+            log("mixer_td_error_abs", ((delta_tot * mask).abs().sum() / n_valid_team).item(), t_env)
+            log("mixer_target_mean", ((team_targets * mask).sum() / n_valid_team).item(), t_env)
+            log("q_loss", q_loss.item(), t_env)
+            log("q_grad_norm", q_grad_norm.item(), t_env)
+            log("q_td_error_abs", (delta_i.abs().sum() / n_valid).item(), t_env)
+            log("q_taken_mean", ((q_taken * indi_mask).sum() / n_valid).item(), t_env)
+            log("reward_i_mean", ((reward_i * indi_mask).sum() / n_valid).item(), t_env)
+            log("q_selected_weight_mean", ((weights * indi_mask).sum() / n_valid).item(), t_env)
+            self.log_stats_t = t_env
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def state_dict(self):
+        state = super().state_dict()
+        state["q_optimiser"] = self.q_optimiser.state_dict()
+        if self.mixer_optimiser is not None:
+            state["mixer_optimiser"] = self.mixer_optimiser.state_dict()
+        return state
+
+    def load_state_dict(self, state):
+        self.q_optimiser.load_state_dict(state["q_optimiser"])
+        if self.mixer_optimiser is not None:
+            self.mixer_optimiser.load_state_dict(state["mixer_optimiser"])
+        super().load_state_dict(state)

@@ -1,0 +1,265 @@
+"""MADDPG: Gumbel-softmax, soft targets, critic inputs, continuous bounds, per-agent critics,
+end-to-end runs and a short learning check."""
+import copy
+import glob
+import json
+import os
+
+import pytest
+import torch
+
+import main
+from conftest import make_args
+from controllers import REGISTRY as mac_REGISTRY
+from learners.maddpg_learner import MADDPGLearner
+from run import build_scheme
+from runners import REGISTRY as r_REGISTRY
+from utils.logger import Logger, get_console_logger
+from utils.rl_utils import gumbel_softmax_st
+
+MADDPG = dict(learner="maddpg_learner", mac="maddpg_mac", mixer=None, agent="mlp", lr=0.01,
+              critic_lr=0.01, optimizer="adam", optim_eps=1e-8, gamma=0.95,
+              target_update_mode="soft", tau=0.01, obs_agent_id=False, obs_last_action=False,
+              agent_param_sharing=False, standardise_rewards=False, grad_norm_clip=0.5)
+
+
+class RecordingLogger(Logger):
+    def __init__(self):
+        super().__init__(get_console_logger())
+        self.stats = {}
+
+    def log_stat(self, key, value, t):
+        self.stats[key] = value
+
+
+def maddpg_setup(scenario="simple_spread_v3", continuous=False, common_reward=True, **overrides):
+    """Real mpe2 env, episode runner, MADDPG controller and learner."""
+    env_args = dict(scenario=scenario, max_cycles=5, continuous_actions=continuous, seed=0,
+                    common_reward=common_reward, reward_scalarisation="sum")
+    args = make_args(**{**MADDPG, **overrides}, env="mpe", env_args=env_args,
+                     common_reward=common_reward)
+    logger = RecordingLogger()
+    runner = r_REGISTRY["episode"](args=args, logger=logger)
+    info = runner.get_env_info()
+    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
+        setattr(args, k, info[k])
+    args.action_space = info.get("action_space", "discrete")
+    if args.action_space == "continuous":
+        args.action_low, args.action_high = info["action_low"], info["action_high"]
+    scheme, groups, preprocess = build_scheme(args, info)
+    full_scheme = dict(scheme)
+    if not continuous:
+        full_scheme["actions_onehot"] = {"vshape": (info["n_actions"],), "group": "agents"}
+    mac = mac_REGISTRY["maddpg_mac"](full_scheme, groups, args)
+    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
+    learner = MADDPGLearner(mac, full_scheme, logger, args)
+    return args, runner, mac, learner, info
+
+
+def play(runner, n=4):
+    batches = [runner.run(test_mode=False) for _ in range(n)]
+    data = {k: torch.cat([b.data.transition_data[k] for b in batches])
+            for k in batches[0].data.transition_data}
+    batch = copy.copy(batches[0])
+    batch.data = copy.copy(batches[0].data)
+    batch.data.transition_data = data
+    batch.batch_size = n
+    return batch
+
+
+def test_gumbel_softmax_straight_through():
+    torch.manual_seed(0)
+    logits = torch.randn(64, 5, requires_grad=True)
+    y = gumbel_softmax_st(logits, temperature=0.7)
+    assert torch.equal(y.sum(-1), torch.ones(64))
+    assert set(y.detach().unique().tolist()) == {0.0, 1.0}  # forward is exactly one-hot
+    (y * torch.arange(5.0)).sum().backward()
+    assert logits.grad is not None and logits.grad.abs().sum() > 0  # gradient reaches the logits
+    # samples follow softmax(logits)
+    fixed = torch.tensor([2.0, 0.0, -1.0, 0.5, 0.0])
+    freq = gumbel_softmax_st(fixed.expand(20000, 5).clone()).mean(0)
+    assert torch.allclose(freq, torch.softmax(fixed, 0), atol=0.015)
+
+
+def test_greedy_and_sampled_actions_respect_availability():
+    args, runner, mac, _, info = maddpg_setup()
+    batch = runner.new_batch()
+    runner.env.reset()
+    batch.update({"obs": runner.env.get_obs(), "state": runner.env.get_state(),
+                  "avail_actions": [[1, 0, 1, 0, 0]] * info["n_agents"]}, ts=0)
+    mac.init_hidden(1)
+    greedy = mac.select_actions(batch, 0, 0, test_mode=True)
+    assert greedy.shape == (1, info["n_agents"]) and greedy.dtype == torch.long
+    picks = set()
+    for _ in range(200):
+        mac.init_hidden(1)
+        picks |= set(mac.select_actions(batch, 0, 0).flatten().tolist())
+    assert picks == {0, 2}
+
+
+def test_soft_target_update_after_train():
+    args, runner, mac, learner, _ = maddpg_setup(tau=0.3)
+    batch = play(runner)
+    old_target = [p.clone() for p in learner.target_critic.parameters()]
+    old_actor_target = [p.clone() for p in learner.target_mac.parameters()]
+    learner.train(batch, 100, 4)
+    for t, o, s in zip(learner.target_critic.parameters(), old_target, learner.critic.parameters()):
+        assert torch.allclose(t, 0.3 * s + 0.7 * o, atol=1e-6)
+    for t, o, s in zip(learner.target_mac.parameters(), old_actor_target, mac.parameters()):
+        assert torch.allclose(t, 0.3 * s + 0.7 * o, atol=1e-6)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_critic_input_size_heterogeneous_observations(shared):
+    # simple_adversary: the adversary sees 8 features, the two good agents 10; all have 5 actions.
+    args, runner, mac, learner, info = maddpg_setup("simple_adversary_v3", common_reward=False,
+                                                    agent_param_sharing=shared)
+    assert info["obs_sizes"] == [8, 10, 10]
+    assert info["state_shape"] == 28  # all agents' observations, unpadded
+    expected = 28 + 3 * 5 + (3 if shared else 0)
+    assert learner.critic.input_shape == expected
+    assert learner.critic.weights[0].shape[1] == expected
+    batch = play(runner, 2)
+    learner.train(batch, 0, 2)
+    assert learner.critic(torch.zeros(2, 4, 3, expected)).shape == (2, 4, 3)
+
+
+def test_continuous_actions_stay_in_bounds_with_noise():
+    args, runner, mac, learner, info = maddpg_setup(continuous=True, act_noise_start=5.0,
+                                                    act_noise_finish=5.0)
+    assert info["action_space"] == "continuous"
+    low = torch.tensor(info["action_low"])
+    high = torch.tensor(info["action_high"])
+    batch = play(runner, 3)
+    actions = batch["actions"]
+    assert actions.dtype == torch.float32 and actions.shape[-1] == info["n_actions"]
+    filled = batch["filled"][..., 0].bool()
+    acts = actions[filled]
+    assert (acts >= low).all() and (acts <= high).all()
+    assert (acts == low).any() and (acts == high).any()  # noise this large hits the bounds
+    assert acts.std() > 0.2
+    # test mode: deterministic, still in bounds
+    mac.init_hidden(1)
+    a1 = mac.select_actions(batch[0:1], 0, 0, test_mode=True)
+    a2 = mac.select_actions(batch[0:1], 0, 0, test_mode=True)
+    assert torch.equal(a1, a2) and (a1 >= low).all() and (a1 <= high).all()
+    learner.train(batch, 100, 3)  # float actions train end to end
+
+
+def test_each_critic_learns_its_own_reward():
+    # Two identical learners see batches that differ only in agent 1's reward: afterwards only
+    # agent 1's critic differs.
+    torch.manual_seed(0)
+    args, runner, mac, learner, _ = maddpg_setup("simple_adversary_v3", common_reward=False)
+    batch = play(runner, 3)
+    other = copy.deepcopy(learner)
+    changed = copy.deepcopy(batch)
+    changed.data.transition_data["reward"][:, :, 1] += 5.0
+    torch.manual_seed(1)
+    learner.train(batch, 0, 3)
+    torch.manual_seed(1)
+    other.train(changed, 0, 3)
+    for w_a, w_b in zip(learner.critic.weights, other.critic.weights):
+        assert torch.equal(w_a[0], w_b[0]) and torch.equal(w_a[2], w_b[2])
+        assert not torch.equal(w_a[1], w_b[1])
+
+
+def test_team_reward_reaches_every_critic():
+    torch.manual_seed(0)
+    args, runner, mac, learner, _ = maddpg_setup(common_reward=True)
+    batch = play(runner, 3)
+    other = copy.deepcopy(learner)
+    changed = copy.deepcopy(batch)
+    changed.data.transition_data["reward"] += 5.0
+    torch.manual_seed(1)
+    learner.train(batch, 0, 3)
+    torch.manual_seed(1)
+    other.train(changed, 0, 3)
+    for w_a, w_b in zip(learner.critic.weights, other.critic.weights):
+        for i in range(3):
+            assert not torch.equal(w_a[i], w_b[i])
+
+
+def test_actor_loss_steps_actors_only():
+    args, runner, mac, learner, _ = maddpg_setup()
+    batch = play(runner, 3)
+    critic_before = copy.deepcopy(learner.critic)
+    learner.critic_optimiser.step = lambda: None  # freeze the critic step: only actors may move
+    actor_before = [p.clone() for p in mac.parameters()]
+    learner.train(batch, 0, 3)
+    for a, b in zip(critic_before.parameters(), learner.critic.parameters()):
+        assert torch.equal(a, b)
+    assert any(not torch.equal(a, b) for a, b in zip(actor_before, mac.parameters()))
+    for k in ("critic_loss", "actor_loss", "q_taken_mean", "target_mean"):
+        assert k in learner.logger.stats
+
+
+def test_recurrent_and_shared_actors_train():
+    args, runner, mac, learner, _ = maddpg_setup(agent="rnn", agent_param_sharing=True,
+                                                 obs_agent_id=True, obs_last_action=True)
+    batch = play(runner, 2)
+    before = [p.clone() for p in mac.parameters()]
+    learner.train(batch, 0, 2)
+    assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters()))
+
+
+# --- end to end ------------------------------------------------------------------------------
+QUICK = ["t_max=200", "test_interval=100", "test_nepisode=2", "log_interval=100",
+         "runner_log_interval=100", "learner_log_interval=100", "batch_size=4", "buffer_size=50",
+         "env_args.max_cycles=10"]
+
+
+def sacred_run(results):
+    runs = glob.glob(os.path.join(str(results), "sacred", "*", "*", "*", "[0-9]*"))
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def read(path, name):
+    with open(os.path.join(path, name)) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("common_reward", [False, True])
+@pytest.mark.parametrize("runner", ["episode", "parallel"])
+def test_short_runs_write_sacred_record(tmp_path, continuous, common_reward, runner):
+    argv = ["--config=maddpg", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
+            "seed=1", *QUICK, f"env_args.continuous_actions={continuous}",
+            f"common_reward={common_reward}"]
+    if runner == "parallel":
+        argv += ["runner=parallel", "batch_size_run=2"]
+    assert main.main(argv) == 0
+    run = sacred_run(tmp_path)
+    assert read(run, "run.json")["status"] == "COMPLETED"
+    metrics = read(run, "metrics.json")
+    expected = {"return_mean", "test_return_mean", "critic_loss", "actor_loss", "q_taken_mean"}
+    if not common_reward:
+        expected |= {f"agent{i}_return_mean" for i in range(3)}
+        expected |= {f"test_agent{i}_return_mean" for i in range(3)}
+    assert expected <= set(metrics), expected - set(metrics)
+    config = read(run, "config.json")
+    assert config["env_args"]["continuous_actions"] == continuous
+
+
+def test_competitive_scenario_checkpoint_resume_evaluate(tmp_path):
+    base = ["--config=maddpg", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
+            "seed=2", *QUICK, "env_args.scenario=simple_adversary_v3"]
+    assert main.main(base + ["save_model=True", "save_model_interval=100"]) == 0
+    models = glob.glob(os.path.join(str(tmp_path), "models", "*"))
+    assert len(models) == 1
+    assert main.main(base + [f"checkpoint_path={models[0]}", "t_max=300"]) == 0
+    assert main.main(base + [f"checkpoint_path={models[0]}", "evaluate=True"]) == 0
+
+
+def test_maddpg_learns_small_cooperative_task(tmp_path):
+    # Both agents must match a cue (pz_coop): a random team scores about 10/9, the best 10.
+    argv = ["--config=maddpg", "--env-config=mpe", "with", "env_args.key=pz_coop",
+            "env_args.max_cycles=10", "common_reward=True", "reward_scalarisation=mean",
+            "t_max=5000", "test_interval=2500", "test_nepisode=32", "batch_size=16", "seed=3",
+            f"local_results_path={tmp_path}"]
+    assert main.main(argv) == 0
+    path = glob.glob(os.path.join(str(tmp_path), "sacred", "*", "*", "*", "1", "metrics.json"))[0]
+    with open(path) as f:
+        curve = json.load(f)["test_return_mean"]["values"]
+    assert curve[-1] >= 8.0, curve
