@@ -1,0 +1,100 @@
+"""Time of one learner update on a SMAC-sized batch: QMIX (q_learner) against DIFFER
+(q_divide_learner, PER_weight), per agent network; prints one JSON line per setting and the ratio.
+
+    python bench/update_time.py [--agents 5] [--steps 120] [--batch 32] [--updates 30] [--agent rnn]
+
+The batch is synthetic with SMAC 2s3z-like sizes by default (5 agents, 80 observation features,
+120 state features, 11 actions, 120-step episodes, some agents dying part-way), so no StarCraft II
+is needed; both learners see the same batch.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+
+import torch  # noqa: E402
+
+
+def make_batch(b, t, n, obs, state, n_actions, seed=0):
+    from components.episode_buffer import EpisodeBatch
+    from components.transforms import OneHot
+    g = torch.Generator().manual_seed(seed)
+    scheme = {
+        "state": {"vshape": state}, "obs": {"vshape": obs, "group": "agents"},
+        "avail_actions": {"vshape": (n_actions,), "group": "agents", "dtype": torch.uint8},
+        "actions": {"vshape": (1,), "group": "agents", "dtype": torch.long},
+        "reward": {"vshape": (1,)}, "terminated": {"vshape": (1,), "dtype": torch.uint8},
+        "indi_terminated": {"vshape": (n,), "dtype": torch.uint8},
+    }
+    batch = EpisodeBatch(scheme, {"agents": n}, b, t + 1,
+                         preprocess={"actions": ("actions_onehot", [OneHot(out_dim=n_actions)])})
+    avail = (torch.rand(b, t + 1, n, n_actions, generator=g) > 0.4).to(torch.uint8)
+    avail[..., 0] = 1
+    actions = torch.multinomial(avail.view(-1, n_actions).float(), 1, generator=g).view(b, t + 1, n, 1)
+    death = torch.randint(t // 3, 2 * t, (b, 1, n), generator=g)  # some agents die part-way
+    indi = (torch.arange(t).view(1, t, 1) >= death).to(torch.uint8)
+    term = torch.zeros(b, t, 1)
+    term[:, -1] = 1
+    batch.update({"state": torch.randn(b, t + 1, state, generator=g),
+                  "obs": torch.randn(b, t + 1, n, obs, generator=g), "avail_actions": avail,
+                  "actions": actions}, ts=slice(0, t + 1))
+    batch.update({"reward": torch.randn(b, t, 1, generator=g), "terminated": term,
+                  "indi_terminated": indi}, ts=slice(0, t), mark_filled=False)
+    return batch
+
+
+def time_updates(config, overrides, batch, a, updates):
+    from types import SimpleNamespace
+
+    from config import load_config
+    from controllers import REGISTRY as mac_REGISTRY
+    from learners import REGISTRY as le_REGISTRY
+    from utils.logger import Logger, get_console_logger
+    cfg = load_config([f"--config={config}", "--env-config=mpe", "with", "seed=0", *overrides])
+    args = SimpleNamespace(**cfg)
+    args.device, args.unique_token = "cpu", "bench"
+    args.n_agents, args.n_actions, args.state_shape = a.agents, a.actions, a.state
+    args.obs_shape, args.episode_limit, args.t_max = a.obs, a.steps, 2050000
+    args.action_space = "discrete"
+    torch.manual_seed(0)
+    mac = mac_REGISTRY[args.mac](batch.scheme, {"agents": a.agents}, args)
+    learner = le_REGISTRY[args.learner](mac, batch.scheme, Logger(get_console_logger()), args)
+    n_params = sum(p.numel() for p in mac.parameters())
+    for _ in range(3):
+        learner.train(batch, 0, 0)
+    start = time.perf_counter()
+    for i in range(updates):
+        learner.train(batch, 10000 * i, 0)
+    return (time.perf_counter() - start) / updates * 1000, n_params
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agents", type=int, default=5)
+    p.add_argument("--steps", type=int, default=120)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--obs", type=int, default=80)
+    p.add_argument("--state", type=int, default=120)
+    p.add_argument("--actions", type=int, default=11)
+    p.add_argument("--updates", type=int, default=30)
+    p.add_argument("--agent", default="rnn")
+    a = p.parse_args()
+    batch = make_batch(a.batch, a.steps, a.agents, a.obs, a.state, a.actions)
+    common = [f"agent={a.agent}", "obs_last_action=True", "standardise_rewards=False"]
+    qmix_ms, n_params = time_updates("qmix", common + ["td_lambda=0", "optimizer=rmsprop"], batch, a,
+                                     a.updates)
+    differ_ms, _ = time_updates("differ_qmix", common, batch, a, a.updates)
+    print(json.dumps({
+        "batch": f"{a.batch} episodes x {a.steps} steps x {a.agents} agents", "agent": a.agent,
+        "agent_params": n_params, "torch_threads": torch.get_num_threads(),
+        "qmix_update_ms": round(qmix_ms, 1), "differ_qmix_update_ms": round(differ_ms, 1),
+        "differ_over_qmix": round(differ_ms / qmix_ms, 2),
+    }))
+
+
+if __name__ == "__main__":
+    main()
