@@ -2,6 +2,7 @@
 (q_divide_learner, PER_weight), per agent network; prints one JSON line per setting and the ratio.
 
     python bench/update_time.py [--agents 5] [--steps 120] [--batch 32] [--updates 30] [--agent rnn]
+    python bench/update_time.py --compare-agents     # QMIX update: rnn vs mlp vs transformer
 
 The batch is synthetic with SMAC 2s3z-like sizes by default (5 agents, 80 observation features,
 120 state features, 11 actions, 120-step episodes, some agents dying part-way), so no StarCraft II
@@ -82,8 +83,19 @@ def main():
     p.add_argument("--actions", type=int, default=11)
     p.add_argument("--updates", type=int, default=30)
     p.add_argument("--agent", default="rnn")
+    p.add_argument("--compare-agents", action="store_true",
+                   help="instead: QMIX update time and parameter count for rnn, mlp and transformer")
     a = p.parse_args()
     batch = make_batch(a.batch, a.steps, a.agents, a.obs, a.state, a.actions)
+    if a.compare_agents:
+        for agent in ("rnn", "mlp", "transformer"):
+            ms, n_params = time_updates("qmix", [f"agent={agent}", "obs_last_action=True"], batch,
+                                        a, a.updates)
+            print(json.dumps({"batch": f"{a.batch} episodes x {a.steps} steps x {a.agents} agents",
+                              "agent": agent, "agent_params": n_params,
+                              "torch_threads": torch.get_num_threads(),
+                              "qmix_update_ms": round(ms, 1)}), flush=True)
+        return
     common = [f"agent={a.agent}", "obs_last_action=True", "standardise_rewards=False"]
     qmix_ms, n_params = time_updates("qmix", common + ["td_lambda=0", "optimizer=rmsprop"], batch, a,
                                      a.updates)

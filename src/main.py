@@ -21,7 +21,8 @@ def results_folder(config):
     base = config["local_results_path"]
     if not os.path.isabs(base):
         base = os.path.join(ROOT, base)
-    return base, os.path.join(base, "sacred", config["env"], str(task), config["name"])
+    parts = [config["experiment"]] if config.get("experiment") else []
+    return base, os.path.join(base, "sacred", *parts, config["env"], str(task), config["name"])
 
 
 def build_experiment(config, console):

@@ -83,6 +83,9 @@ def run_sequential(args, logger):
         env_info = runner.get_env_info()
         for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
             setattr(args, k, env_info[k])
+        # Entity layout of observations and entity-targeted actions, for entity-aware agents.
+        args.obs_entities = env_info.get("obs_entities")
+        args.action_entities = env_info.get("action_entities")
         args.action_space = env_info.get("action_space", "discrete")
         if args.action_space == "continuous":
             args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]

@@ -51,7 +51,8 @@ def test_test_nepisode_rounded_to_runner_batches():
 
 
 @pytest.mark.parametrize("argv,fragment", [
-    (["--config=qmx"], "unknown --config name 'qmx'; valid choices: differ_qmix, differ_qmix_parallel, differ_vdn, iql, maddpg, qmix, vdn (did you mean 'qmix'?)"),
+    (["--config=qmx"], "unknown --config name 'qmx'; valid choices: "
+                       "differ_qmix, differ_qmix_parallel, differ_qmix_transformer, differ_vdn, iql, maddpg, qmix, qmix_transformer, vdn (did you mean 'qmix'?)"),
     (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
     (["with", "t_mx=5"], "unknown config key 't_mx'"),
     (["with", "t_max=abc"], "t_max='abc' has the wrong type: expected int"),

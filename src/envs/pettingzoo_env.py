@@ -197,10 +197,25 @@ class PettingZooEnv(MultiAgentEnv):
         info = super().get_env_info()
         info["agent_names"] = self.agents
         info["obs_sizes"] = self.obs_sizes
+        layout = self._obs_entities()
+        if layout:
+            info["obs_entities"] = layout
         if self.continuous:
             info.update(action_space="continuous", action_low=self.action_low,
                         action_high=self.action_high)
         return info
+
+    def _obs_entities(self):
+        """Entity layout of simple_spread's observation: own velocity and position, one token
+        per landmark, per other agent's position and per other agent's communication."""
+        if self.module.__name__ != "mpe2.simple_spread_v3":
+            return None
+        n = self.n_agents
+        layout = [{"name": "own", "count": 1, "dim": 4}, {"name": "landmarks", "count": n, "dim": 2},
+                  {"name": "agents", "count": n - 1, "dim": 2}, {"name": "comm", "count": n - 1, "dim": 2}]
+        if sum(e["count"] * e["dim"] for e in layout) != self.obs_size:
+            return None
+        return layout
 
     def render(self):
         return self.env.render()

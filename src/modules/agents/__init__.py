@@ -4,5 +4,6 @@ from utils.registry import Registry
 
 from .mlp_agent import MLPAgent
 from .rnn_agent import RNNAgent
+from .transformer_agent import TransformerAgent
 
-REGISTRY = Registry("agent", {"rnn": RNNAgent, "mlp": MLPAgent})
+REGISTRY = Registry("agent", {"rnn": RNNAgent, "mlp": MLPAgent, "transformer": TransformerAgent})

@@ -1,0 +1,199 @@
+"""Sacred runs -> a figure (mean over seeds, 95% bootstrap band) and tables of final/best values.
+
+    python src/plot.py results/sacred --metric test_return_mean --group-by name
+        [--filter env_args.map_name=2s3z] [--smooth 3] [--out results/plots/qmix_vs_differ]
+        [--aggregate iqm]
+
+Writes <out>.png, <out>.csv and <out>.md (and <out>_iqm.csv/.md with --aggregate iqm).
+One panel per task (map, scenario or env key) when several are present.
+"""
+import argparse
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+from utils.results import load_runs  # noqa: E402
+
+BOOTSTRAP = 2000
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("dirs", nargs="+", help="folders holding Sacred runs (searched recursively)")
+    p.add_argument("--metric", default="test_return_mean")
+    p.add_argument("--group-by", default="name",
+                   help="config key(s), comma-separated, that name a curve (default: name)")
+    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep runs whose config KEY equals VALUE (repeatable)")
+    p.add_argument("--smooth", type=int, default=1, help="moving average over K logged points")
+    p.add_argument("--status", default="COMPLETED,RUNNING,INTERRUPTED",
+                   help="run statuses to include (comma-separated)")
+    p.add_argument("--out", default=None, help="output path without extension")
+    p.add_argument("--aggregate", choices=["iqm"], default=None,
+                   help="also aggregate final values across tasks (rliable IQM, stratified bootstrap)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    return p.parse_args(argv)
+
+
+def task_column(df):
+    for key in ("env_args.map_name", "env_args.key", "env_args.scenario"):
+        if key in df.columns:
+            col = df[key].where(df[key].notna() & (df[key] != ""), None)
+            if col.notna().any():
+                return col.fillna(df["env"]).astype(str)
+    return df["env"].astype(str)
+
+
+def apply_filters(df, filters):
+    for f in filters:
+        if "=" not in f:
+            raise SystemExit(f"error: --filter '{f}' must look like KEY=VALUE")
+        key, value = f.split("=", 1)
+        if key not in df.columns:
+            raise SystemExit(f"error: --filter key '{key}' is not a config key of these runs; "
+                             f"some valid ones: {', '.join(sorted(c for c in df.columns if '.' in c)[:12])}")
+        df = df[df[key].astype(str) == value]
+    return df
+
+
+def curves(df, smooth):
+    """{run_dir: (steps, values)} with a trailing moving average over `smooth` points."""
+    out = {}
+    for run, g in df.groupby("run_dir"):
+        g = g.sort_values("t_env")
+        v = g["value"].to_numpy(dtype=float)
+        if smooth > 1:
+            v = np.array([v[max(0, i - smooth + 1):i + 1].mean() for i in range(len(v))])
+        out[run] = (g["t_env"].to_numpy(dtype=float), v)
+    return out
+
+
+def bootstrap_band(matrix, rng):
+    """Mean over rows (seeds) and the 95% percentile bootstrap interval of that mean, per column."""
+    n = matrix.shape[0]
+    mean = np.nanmean(matrix, axis=0)
+    if n < 2:
+        return mean, mean, mean
+    idx = rng.integers(0, n, size=(BOOTSTRAP, n))
+    means = np.nanmean(matrix[idx], axis=1)  # [BOOTSTRAP, columns]
+    return mean, np.nanpercentile(means, 2.5, axis=0), np.nanpercentile(means, 97.5, axis=0)
+
+
+def summary_table(df, metric):
+    """Per (task, group): final and best value per run -> mean, std, n seeds."""
+    import pandas as pd
+    rows = []
+    for (task, group), g in df.groupby(["task", "group"], sort=True):
+        finals, bests = [], []
+        for _, r in g.groupby("run_dir"):
+            r = r.sort_values("t_env")
+            finals.append(r["value"].iloc[-1])
+            bests.append(r["value"].max())
+        rows.append({"task": task, "group": group, "metric": metric, "n_seeds": len(finals),
+                     "final_mean": np.mean(finals), "final_std": np.std(finals),
+                     "best_mean": np.mean(bests), "best_std": np.std(bests),
+                     "t_env_max": int(g["t_env"].max())})
+    return pd.DataFrame(rows)
+
+
+def markdown(table, float_format="{:.2f}"):
+    cols = list(table.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in table.iterrows():
+        cells = [float_format.format(v) if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def aggregate_iqm(table_df, rng_seed):
+    """IQM of final values across tasks and seeds per group, with rliable's stratified bootstrap."""
+    import pandas as pd
+    try:
+        from rliable import library as rly
+        from rliable import metrics
+    except ImportError:
+        raise SystemExit("error: --aggregate iqm needs rliable: pip install rliable") from None
+    scores = {}
+    for group, g in table_df.groupby("group"):
+        per_task = [r.sort_values("seed")["final"].to_numpy() for _, r in g.groupby("task")]
+        n = min(len(t) for t in per_task)
+        scores[group] = np.stack([t[:n] for t in per_task], axis=1)  # [runs, tasks]
+    np.random.seed(rng_seed)
+    point, interval = rly.get_interval_estimates(
+        scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=BOOTSTRAP)
+    return pd.DataFrame([{"group": g, "iqm": float(point[g][0]), "ci_low": float(interval[g][0][0]),
+                          "ci_high": float(interval[g][1][0]), "n_runs": scores[g].shape[0],
+                          "n_tasks": scores[g].shape[1]} for g in scores])
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = load_runs(a.dirs, metrics=[a.metric], status=set(a.status.split(",")))
+    if df.empty:
+        raise SystemExit(f"error: no runs with metric '{a.metric}' under {', '.join(a.dirs)}")
+    df = apply_filters(df, a.filter)
+    if df.empty:
+        raise SystemExit("error: no runs left after the filters")
+    keys = [k.strip() for k in a.group_by.split(",")]
+    missing = [k for k in keys if k not in df.columns]
+    if missing:
+        raise SystemExit(f"error: --group-by key(s) {missing} are not config keys of these runs")
+    df = df.copy()
+    df["group"] = df[keys].astype(str).agg(", ".join, axis=1)
+    df["task"] = task_column(df)
+    out = a.out or os.path.join("results", "plots", a.metric)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+
+    rng = np.random.default_rng(a.seed)
+    tasks = sorted(df["task"].unique())
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for group, g in sorted(df[df["task"] == task].groupby("group"), key=lambda x: x[0]):
+            runs = curves(g, a.smooth)
+            grid = np.unique(np.concatenate([s for s, _ in runs.values()]))
+            matrix = np.array([np.interp(grid, s, v, left=np.nan, right=np.nan)
+                               for s, v in runs.values()])
+            mean, lo, hi = bootstrap_band(matrix, rng)
+            ax.plot(grid, mean, label=f"{group} (n={len(runs)})")
+            ax.fill_between(grid, lo, hi, alpha=0.25)
+        ax.set_title(task)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(a.metric)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out + ".png", dpi=120)
+    plt.close(fig)
+
+    table = summary_table(df, a.metric)
+    table.to_csv(out + ".csv", index=False)
+    with open(out + ".md", "w") as f:
+        f.write(markdown(table))
+    written = [out + ".png", out + ".csv", out + ".md"]
+
+    if a.aggregate == "iqm":
+        finals = (df.sort_values("t_env").groupby("run_dir")
+                  .agg(group=("group", "first"), task=("task", "first"), seed=("seed", "first"),
+                       final=("value", "last")).reset_index())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            iqm = aggregate_iqm(finals, a.seed)
+        iqm.to_csv(out + "_iqm.csv", index=False)
+        with open(out + "_iqm.md", "w") as f:
+            f.write(markdown(iqm))
+        written += [out + "_iqm.csv", out + "_iqm.md"]
+    print(markdown(table), end="")
+    print("wrote " + ", ".join(written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Run a grid of configurations x seeds, each as its own Sacred run.
+
+    python src/sweep.py SWEEP.yaml [--dry-run] [--backend local|ray] [--workers N] [--ray-address A]
+    python src/sweep.py --config qmix --env-config mpe --seeds 1,2,3 [key=value ...]
+
+A sweep file:
+
+    experiment: qmix_vs_differ        # Sacred runs go to <results>/sacred/<experiment>/...
+    config: qmix                      # base --config (a grid may vary `config` too)
+    env_config: mpe                   # base --env-config (a grid may vary `env_config` too)
+    overrides: {t_max: 200000}        # fixed `with` overrides
+    grid:                             # every combination of these
+      learner: [q_learner, q_divide_learner]
+      env_args.scenario: [simple_spread_v3]
+    seeds: [1, 2]
+    backend: local                    # local (process pool) or ray
+    workers: 0                        # local: parallel runs (0 = one per core)
+    ray_address: null                 # ray: a running cluster's address; null starts a local runtime
+    results: results                  # local_results_path of every run
+
+Every run gets experiment=<experiment> and a sweep_key naming its configuration; re-running the
+sweep skips runs whose key already has a COMPLETED Sacred record. A failed run is recorded and
+the others go on; the exit code is 1 if any failed.
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import yaml  # noqa: E402
+
+from config import ROOT, load_config  # noqa: E402
+from utils.errors import ConfigError  # noqa: E402
+from utils.results import find_runs  # noqa: E402
+
+MAIN = os.path.join(ROOT, "src", "main.py")
+SPEC_KEYS = {"experiment", "config", "env_config", "overrides", "grid", "seeds", "backend",
+             "workers", "ray_address", "results"}
+
+
+def load_spec(path):
+    try:
+        with open(path) as f:
+            spec = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read sweep file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{path} must hold a mapping")
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown sweep key(s) {', '.join(unknown)} in {path}; valid keys: "
+                          f"{', '.join(sorted(SPEC_KEYS))}")
+    if not spec.get("experiment"):
+        raise ConfigError(f"{path}: set `experiment` (the name its runs are grouped under)")
+    return spec
+
+
+def yaml_value(v):
+    # `with` values are parsed as YAML: write them back the same way
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def expand(spec):
+    """-> [run dict(config, env_config, overrides {key: value}, seed, key)] in a fixed order."""
+    grid = spec.get("grid") or {}
+    for k, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"grid value of '{k}' must be a non-empty list, got {values!r}")
+    seeds = spec.get("seeds") or [1]
+    runs = []
+    keys = list(grid)
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        point = dict(zip(keys, combo))
+        config = point.pop("config", spec.get("config", "qmix"))
+        env_config = point.pop("env_config", spec.get("env_config", "mpe"))
+        overrides = {**(spec.get("overrides") or {}), **point}
+        for seed in seeds:
+            ident = json.dumps([config, env_config, sorted(overrides.items()), seed], default=str)
+            key = hashlib.sha1(ident.encode()).hexdigest()[:12]
+            runs.append({"config": config, "env_config": env_config, "overrides": overrides,
+                         "grid": dict(zip(keys, combo)), "seed": seed, "key": key})
+    return runs
+
+
+def command(run, spec):
+    results = spec.get("results", "results")
+    return [sys.executable, MAIN, f"--config={run['config']}", f"--env-config={run['env_config']}",
+            "with", *(f"{k}={yaml_value(v)}" for k, v in run["overrides"].items()),
+            f"seed={run['seed']}", f"experiment={spec['experiment']}", f"sweep_key={run['key']}",
+            f"local_results_path={results}"]
+
+
+def completed_keys(spec):
+    base = spec.get("results", "results")
+    base = base if os.path.isabs(base) else os.path.join(ROOT, base)
+    folder = os.path.join(base, "sacred", spec["experiment"])
+    done = set()
+    for path in find_runs([folder]) if os.path.isdir(folder) else []:
+        try:
+            with open(os.path.join(path, "run.json")) as f:
+                status = json.load(f).get("status")
+            with open(os.path.join(path, "config.json")) as f:
+                key = json.load(f).get("sweep_key")
+        except (OSError, json.JSONDecodeError):
+            continue
+        if status == "COMPLETED" and key:
+            done.add(key)
+    return done
+
+
+def log_path(run, spec):
+    base = spec.get("results", "results")
+    base = base if os.path.isabs(base) else os.path.join(ROOT, base)
+    folder = os.path.join(base, "logs", "sweeps", spec["experiment"])
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f"{run['config']}_seed{run['seed']}_{run['key']}.log")
+
+
+def run_process(cmd, log):
+    """One run as a subprocess with one torch thread; -> exit code."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # runs share the cores
+    with open(log, "w") as f:
+        return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+
+
+def run_local(jobs, workers):
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_process, cmd, log): (run, log) for run, cmd, log in jobs}
+        for fut in concurrent.futures.as_completed(futures):
+            yield futures[fut], fut.result()
+
+
+def run_ray(jobs, address):
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("backend=ray needs Ray: pip install 'ray>=2.40'") from None
+    ray.init(address=address, include_dashboard=False, log_to_driver=False,
+             ignore_reinit_error=True)
+    def ray_run(cmd, log, cwd):
+        # Defined here so Ray ships it by value: workers need not import this module. Runs on a
+        # cluster need the repository at the same path on every node.
+        import os as _os
+        import subprocess as _subprocess
+        env = dict(_os.environ)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        _os.makedirs(_os.path.dirname(log), exist_ok=True)
+        with open(log, "w") as f:
+            return _subprocess.call(cmd, stdout=f, stderr=_subprocess.STDOUT, env=env, cwd=cwd)
+
+    remote = ray.remote(num_cpus=1)(ray_run)
+    try:
+        refs = {remote.remote(cmd, log, ROOT): (run, log) for run, cmd, log in jobs}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                yield refs[ref], ray.get(ref)
+    finally:
+        ray.shutdown()
+
+
+def describe(run):
+    parts = [f"--config={run['config']}", f"--env-config={run['env_config']}"]
+    parts += [f"{k}={v}" for k, v in run["grid"].items() if k not in ("config", "env_config")]
+    return " ".join(parts + [f"seed={run['seed']}"])
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("file", nargs="?", help="sweep YAML file")
+    p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    p.add_argument("--backend", choices=["local", "ray"], help="overrides the file's backend")
+    p.add_argument("--workers", type=int, help="local backend: parallel runs (0 = one per core)")
+    p.add_argument("--ray-address", help="ray backend: cluster address (default: a local runtime)")
+    p.add_argument("--config", help="without a file: the --config of every run")
+    p.add_argument("--env-config", help="without a file: the --env-config of every run")
+    p.add_argument("--seeds", help="without a file: comma-separated seeds, e.g. 1,2,3")
+    p.add_argument("--experiment", help="without a file: experiment name (default: <config>_<env>)")
+    p.add_argument("overrides", nargs="*", help="without a file: key=value overrides for every run")
+    return p.parse_args(argv)
+
+
+def spec_from_args(a):
+    if a.file and "=" in a.file and not os.path.exists(a.file):  # an override, not a file
+        a.overrides.insert(0, a.file)
+        a.file = None
+    if a.file:
+        if a.config or a.seeds:
+            raise ConfigError("give either a sweep file or --config/--seeds, not both")
+        if a.overrides:
+            raise ConfigError(f"key=value overrides go in the sweep file, got {a.overrides}")
+        return load_spec(a.file)
+    if not a.config:
+        raise ConfigError("give a sweep file, or --config (and --env-config, --seeds) for seeds of "
+                          "one configuration")
+    overrides = {}
+    for o in a.overrides:
+        if "=" not in o:
+            raise ConfigError(f"override '{o}' must look like key=value")
+        k, v = o.split("=", 1)
+        overrides[k] = yaml.safe_load(v)
+    try:
+        seeds = [int(s) for s in (a.seeds or "1").split(",")]
+    except ValueError:
+        raise ConfigError(f"--seeds must be comma-separated integers, got '{a.seeds}'") from None
+    env = a.env_config or "mpe"
+    return {"experiment": a.experiment or f"{a.config}_{env}", "config": a.config,
+            "env_config": env, "overrides": overrides, "seeds": seeds}
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        spec = spec_from_args(a)
+        # where results go is the sweep's business (it looks there for finished runs)
+        overrides = dict(spec.get("overrides") or {})
+        spec["results"] = str(overrides.pop("local_results_path", spec.get("results", "results")))
+        spec["overrides"] = overrides
+        runs = expand(spec)
+        for run in runs:  # refuse a bad grid before anything starts
+            load_config(command(run, spec)[2:])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    done = completed_keys(spec)
+    todo = [r for r in runs if r["key"] not in done]
+    print(f"sweep {spec['experiment']}: {len(runs)} runs, {len(runs) - len(todo)} already completed")
+    for r in runs:
+        print(("  done  " if r["key"] in done else "  run   ") + describe(r))
+    if a.dry_run or not todo:
+        return 0
+
+    backend = a.backend or spec.get("backend", "local")
+    jobs = [(r, command(r, spec), log_path(r, spec)) for r in todo]
+    if backend == "ray":
+        results = run_ray(jobs, a.ray_address or spec.get("ray_address"))
+    elif backend == "local":
+        workers = a.workers if a.workers is not None else spec.get("workers", 0)
+        results = run_local(jobs, workers or os.cpu_count() or 1)
+    else:
+        print(f"error: unknown backend '{backend}'; valid choices: local, ray", file=sys.stderr)
+        return 2
+    failed = 0
+    try:
+        for (run, log), rc in results:
+            failed += rc != 0
+            print(f"{'done  ' if rc == 0 else f'FAILED (exit {rc})'} {describe(run)} -> {log}", flush=True)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"sweep {spec['experiment']}: {len(todo) - failed} completed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Read Sacred FileStorageObserver runs into one tidy pandas table.
+
+One row per (run, metric, t_env): run folder, run id, status, every config value (nested keys
+flattened with dots, e.g. env_args.map_name), metric, t_env, value.
+"""
+import json
+import os
+import warnings
+
+
+def flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def find_runs(folders):
+    """Every Sacred run folder (holding run.json) under the given folders."""
+    runs = []
+    for folder in folders:
+        for root, dirs, files in os.walk(folder):
+            if "run.json" in files and "config.json" in files:
+                runs.append(root)
+                dirs[:] = []
+            else:
+                dirs.sort()
+    return sorted(runs)
+
+
+def read_run(path):
+    """-> (info dict, metrics dict); raises ValueError for an unreadable or half-written run."""
+    try:
+        with open(os.path.join(path, "run.json")) as f:
+            run = json.load(f)
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+        metrics_path = os.path.join(path, "metrics.json")
+        metrics = {}
+        if os.path.exists(metrics_path):
+            with open(metrics_path) as f:
+                metrics = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    if not isinstance(metrics, dict) or not isinstance(config, dict):
+        raise ValueError(f"{path}: unexpected contents")
+    info = {"run_dir": path, "run_id": os.path.basename(path), "status": run.get("status", "UNKNOWN")}
+    info.update(flatten({k: v for k, v in config.items() if k != "seed"}))
+    info["seed"] = config.get("seed")
+    return info, metrics
+
+
+def load_runs(folders, metrics=None, status=None):
+    """Tidy DataFrame of every readable run under `folders`; unreadable runs are skipped with a
+    warning. metrics: keep only these metric names; status: keep only runs with these statuses."""
+    import pandas as pd
+
+    if isinstance(folders, str):
+        folders = [folders]
+    rows = []
+    for path in find_runs(folders):
+        try:
+            info, run_metrics = read_run(path)
+        except ValueError as e:
+            warnings.warn(f"skipping unreadable run {e}", stacklevel=2)
+            continue
+        if status is not None and info["status"] not in status:
+            continue
+        for name, series in run_metrics.items():
+            if metrics is not None and name not in metrics:
+                continue
+            try:
+                steps, values = series["steps"], series["values"]
+            except (TypeError, KeyError):
+                warnings.warn(f"skipping metric {name} of {path}: no steps/values", stacklevel=2)
+                continue
+            for t, v in zip(steps, values):
+                rows.append({**info, "metric": name, "t_env": t, "value": v})
+    columns = ["run_dir", "run_id", "status", "metric", "t_env", "value"]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=columns)
+    first = [c for c in columns if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]

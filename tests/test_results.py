@@ -1,0 +1,133 @@
+"""Sweeps, the Sacred log loader, plots and tables, on real small runs made here."""
+import csv
+import glob
+import json
+import os
+import shutil
+
+import pytest
+
+import plot
+import sweep
+from utils.results import load_runs
+
+TINY = {"t_max": 150, "test_interval": 50, "test_nepisode": 2, "batch_size": 2, "buffer_size": 10,
+        "log_interval": 50, "runner_log_interval": 50, "learner_log_interval": 50,
+        "env_args.max_cycles": 10}
+
+
+def write_spec(path, results, experiment="tiny", backend="local", grid=None):
+    spec = {"experiment": experiment, "env_config": "mpe", "seeds": [1, 2], "backend": backend,
+            "workers": 2, "results": str(results), "overrides": TINY,
+            "grid": grid or {"config": ["qmix", "vdn"]}}
+    with open(path, "w") as f:
+        json.dump(spec, f)  # JSON is YAML
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """Two configs x two seeds run by a local sweep, plus a corrupted and a RUNNING copy."""
+    root = tmp_path_factory.mktemp("sweep")
+    spec = write_spec(root / "sweep.yaml", root / "results")
+    assert sweep.main([spec]) == 0
+    runs = sorted(glob.glob(str(root / "results" / "sacred" / "tiny" / "*" / "*" / "*" / "[0-9]*")))
+    assert len(runs) == 4
+    broken = os.path.join(os.path.dirname(runs[0]), "90")
+    shutil.copytree(runs[0], broken)
+    with open(os.path.join(broken, "metrics.json"), "w") as f:
+        f.write('{"test_return_mean": {"steps": [1, 2')  # half-written
+    running = os.path.join(os.path.dirname(runs[0]), "91")
+    shutil.copytree(runs[0], running)
+    with open(os.path.join(running, "run.json")) as f:
+        info = json.load(f)
+    info["status"] = "RUNNING"
+    with open(os.path.join(running, "run.json"), "w") as f:
+        json.dump(info, f)
+    return root, spec
+
+
+def test_dry_run_lists_the_full_grid(tmp_path, capsys):
+    spec = write_spec(tmp_path / "s.yaml", tmp_path / "r",
+                      grid={"config": ["qmix", "vdn"], "env_args.scenario": ["simple_spread_v3",
+                                                                             "simple_reference_v3"]})
+    assert sweep.main([spec, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "8 runs, 0 already completed" in out
+    lines = [line for line in out.splitlines() if line.startswith("  run ")]
+    assert len(lines) == 8 and len(set(lines)) == 8
+    assert not os.path.exists(tmp_path / "r")
+
+
+def test_bad_grid_is_refused_before_running(tmp_path, capsys):
+    spec = write_spec(tmp_path / "s.yaml", tmp_path / "r", grid={"learner": ["q_learnr"]})
+    assert sweep.main([spec]) == 2
+    assert "q_learnr" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "r")
+
+
+def test_second_invocation_skips_finished_runs(swept, capsys):
+    root, spec = swept
+    capsys.readouterr()
+    assert sweep.main([spec]) == 0
+    assert "4 runs, 4 already completed" in capsys.readouterr().out
+    assert len(glob.glob(str(root / "results" / "sacred" / "tiny" / "*" / "*" / "*" / "[0-9]*"))) == 6
+
+
+def test_loader_reads_runs_and_skips_broken_ones(swept):
+    root, _ = swept
+    with pytest.warns(UserWarning, match="skipping unreadable run"):
+        df = load_runs([str(root / "results" / "sacred")])
+    runs = df.groupby("run_dir").first()
+    assert len(runs) == 5  # 4 completed + the RUNNING one; the corrupted one skipped
+    assert sorted(runs["status"]) == ["COMPLETED"] * 4 + ["RUNNING"]
+    assert set(runs["name"]) == {"qmix", "vdn"}
+    assert set(runs["experiment"]) == {"tiny"}
+    assert {"run_id", "metric", "t_env", "value", "env_args.scenario", "seed"} <= set(df.columns)
+    ret = df[df["metric"] == "test_return_mean"]
+    assert ret.groupby("run_dir").size().min() >= 3  # tests at t=0, 50, 100, ...
+
+
+def test_plot_writes_figure_and_tables(swept, tmp_path):
+    root, _ = swept
+    out = str(tmp_path / "fig")
+    with pytest.warns(UserWarning):
+        assert plot.main([str(root / "results"), "--metric", "test_return_mean", "--group-by",
+                          "name", "--status", "COMPLETED", "--smooth", "2", "--out", out]) == 0
+    assert os.path.getsize(out + ".png") > 5000
+    with open(out + ".csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["group"]: int(r["n_seeds"]) for r in rows} == {"qmix": 2, "vdn": 2}
+    with open(out + ".md") as f:
+        md = f.read()
+    rows_md = [line for line in md.splitlines() if line.startswith("| simple_spread_v3 |")]
+    assert sorted(line.split(" | ")[1] for line in rows_md) == ["qmix", "vdn"]
+    assert all(line.split(" | ")[3] == "2" for line in rows_md)  # n_seeds
+
+
+def test_plot_filter_and_iqm(swept, tmp_path):
+    root, _ = swept
+    out = str(tmp_path / "agg")
+    with pytest.warns(UserWarning):
+        assert plot.main([str(root / "results"), "--filter", "name=qmix", "--status",
+                          "COMPLETED", "--out", out, "--aggregate", "iqm"]) == 0
+    with open(out + ".csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["group"] for r in rows] == ["qmix"] and rows[0]["n_seeds"] == "2"
+    with open(out + "_iqm.csv") as f:
+        iqm = list(csv.DictReader(f))
+    assert len(iqm) == 1 and float(iqm[0]["ci_low"]) <= float(iqm[0]["iqm"]) <= float(iqm[0]["ci_high"])
+    with pytest.raises(SystemExit, match="not a config key"):
+        plot.main([str(root / "results"), "--filter", "nope=1", "--out", out])
+
+
+def test_ray_backend_runs_a_tiny_sweep(tmp_path):
+    pytest.importorskip("ray", reason="Ray is in requirements.txt; this runs wherever it is installed")
+    spec = write_spec(tmp_path / "s.yaml", tmp_path / "r", experiment="tiny_ray", backend="ray",
+                      grid={"config": ["qmix"]})
+    assert sweep.main([spec]) == 0
+    runs = glob.glob(str(tmp_path / "r" / "sacred" / "tiny_ray" / "*" / "*" / "qmix" / "[0-9]*"))
+    assert len(runs) == 2
+    for r in runs:
+        with open(os.path.join(r, "run.json")) as f:
+            assert json.load(f)["status"] == "COMPLETED"
