@@ -12,8 +12,19 @@ def _validate_pettingzoo(env_args):
     validate_env_args(env_args)
 
 
-REGISTRY = Registry("env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo})
-VALIDATORS = {"mpe": _validate_pettingzoo, "pettingzoo": _validate_pettingzoo}
+def _skirmish(**env_args):
+    from envs.skirmish.env import SkirmishEnv
+    return SkirmishEnv(**env_args)
+
+
+def _validate_skirmish(env_args):
+    from envs.skirmish.env import validate_env_args
+    validate_env_args(env_args)
+
+
+REGISTRY = Registry("env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish})
+VALIDATORS = {"mpe": _validate_pettingzoo, "pettingzoo": _validate_pettingzoo,
+              "skirmish": _validate_skirmish}
 
 
 def validate_env_args(env, env_args):

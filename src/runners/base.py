@@ -8,7 +8,9 @@ from components.episode_buffer import EpisodeBatch
 
 def env_data(env):
     """What the runners write before each transition."""
-    return {"state": env.get_state(), "avail_actions": env.get_avail_actions(), "obs": env.get_obs()}
+    # SMAC-style envs return lists; one array each keeps the batch writes on the fast path
+    return {"state": np.asarray(env.get_state()), "avail_actions": np.asarray(env.get_avail_actions()),
+            "obs": np.asarray(env.get_obs())}
 
 
 class RunnerBase:

@@ -40,7 +40,7 @@ class EpisodeRunner(RunnerBase):
                 "actions": actions,
                 "reward": np.asarray(reward, dtype=np.float32).reshape(1, -1),
                 "terminated": [[terminated and not env_info.get("episode_limit", False)]],
-                "indi_terminated": self.env.get_indi_terminated()[None],
+                "indi_terminated": np.asarray(self.env.get_indi_terminated())[None],
             }, ts=self.t, mark_filled=False)
             self.t += 1
 

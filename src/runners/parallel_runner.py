@@ -22,7 +22,7 @@ def env_worker(remote, env_name, env_args):
                 reward, terminated, info = env.step(data)
                 out = env_data(env)
                 out.update(reward=reward, terminated=terminated, info=info,
-                           indi_terminated=env.get_indi_terminated())
+                           indi_terminated=np.asarray(env.get_indi_terminated()))
                 remote.send(("ok", out))
             elif cmd == "reset":
                 env.reset()
