@@ -186,3 +186,15 @@ def test_training_runs_on_skirmish(tmp_path, config, map_name, extra):
     with open(os.path.join(runs[0], "metrics.json")) as f:
         text = f.read()
     assert "test_battle_won_mean" in text and "dead_enemies_mean" in text
+
+
+def test_pettingzoo_parallel_api():
+    from pettingzoo.test import parallel_api_test
+
+    from envs.skirmish.pettingzoo import parallel_env
+    for name in ("3m", "2s3z"):
+        parallel_api_test(parallel_env(map_name=name, seed=0), num_cycles=300)
+    env = parallel_env(map_name="3m", seed=0)
+    obs, _ = env.reset(seed=1)
+    assert set(obs) == {"agent_0", "agent_1", "agent_2"}
+    assert obs["agent_0"]["observation"].shape == (30,) and obs["agent_0"]["action_mask"][1] == 1

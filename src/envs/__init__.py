@@ -22,9 +22,20 @@ def _validate_skirmish(env_args):
     validate_env_args(env_args)
 
 
-REGISTRY = Registry("env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish})
+def _sc2(**env_args):
+    from envs.sc2_env import StarCraft2Env
+    return StarCraft2Env(**env_args)
+
+
+def _validate_sc2(env_args):
+    from envs.sc2_env import validate_env_args
+    validate_env_args(env_args)
+
+
+REGISTRY = Registry("env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish,
+                            "sc2": _sc2})
 VALIDATORS = {"mpe": _validate_pettingzoo, "pettingzoo": _validate_pettingzoo,
-              "skirmish": _validate_skirmish}
+              "skirmish": _validate_skirmish, "sc2": _validate_sc2}
 
 
 def validate_env_args(env, env_args):

@@ -136,6 +136,23 @@ def _spawn(center, units, grid, flying):
     return pos
 
 
+class _Pos:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+class UnitView:
+    """SMAC's unit fields for one unit of the simulator (agents first, then enemies)."""
+
+    def __init__(self, env, i):
+        self.health, self.health_max = float(env.hp[i]), float(env.hp_max[i])
+        self.shield, self.shield_max = float(env.sh[i]), float(env.sh_max[i])
+        self.energy, self.weapon_cooldown = float(env.energy[i]), float(max(env.cooldown[i], 0.0))
+        self.pos = _Pos(float(env.pos[i, 0]), float(env.pos[i, 1]))
+        self.unit_type = int(UNITS[env.kinds[i]]["sc2"])
+        self.tag, self.owner = i, 1 + int(env.team[i])
+
+
 class SkirmishEnv(MultiAgentEnv):
     def __init__(self, **kwargs):
         args = {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS}
@@ -158,6 +175,7 @@ class SkirmishEnv(MultiAgentEnv):
         ally_kinds = sorted(ally_kinds, key=lambda u: type_index(self.map_type, u, False))
         self.n_agents, self.n_enemies = len(ally_kinds), len(enemy_kinds)
         self.n_actions_no_attack, self.n_actions_move = 6, 4
+        self.n_obs_pathing, self.n_obs_height = 8, 9
         self.n_actions = 6 + self.n_enemies
         self.unit_type_bits = len(TYPE_ORDER[self.map_type])
         self.shield_bits_ally = int(UNITS[ally_kinds[0]]["sh"] > 0)
@@ -199,6 +217,23 @@ class SkirmishEnv(MultiAgentEnv):
         self.obs_size = 4 + self.n_enemies * self.nf_en + (self.n_agents - 1) * self.nf_al + self.own_feats
         self.nf_al_s = 4 + self.shield_bits_ally + self.unit_type_bits
         self.nf_en_s = 3 + self.shield_bits_enemy + self.unit_type_bits
+        # pairwise constants of the sub-step
+        self._reach = self.wrange[:, None] + self.radius[:, None] + self.radius[None, :]
+        hostile = self.team[:, None] != self.team[None, :]
+        can_hit = np.where(self.flying[None, :], self.hits_air[:, None], self.hits_ground[:, None])
+        self._valid_base = hostile & can_hit & self.armed[:, None]
+        cls = np.where(self.flying, 2, np.where(self.is_colossus, 1, 0))
+        self._same_cls = (cls[:, None] == cls[None, :]) & ~np.eye(n, dtype=bool)
+        self._order_sign = np.sign(np.arange(n)[None, :] - np.arange(n)[:, None])[..., None]
+        self._rsum = self.radius[:, None] + self.radius[None, :]
+        self._movable = (self.speed > 0)[:, None]
+        self._ground = ~self.flying & ~self.is_colossus
+        ne_ = n - self.n_agents
+        self._acquire = np.maximum(self.wrange + self.radius, 5.0)[self.n_agents:][:, None] + self.radius[None, :]
+        if m["order"][0] == "static":
+            self._acquire = self._reach[self.n_agents:]
+        elif m["order"][0] == "attack_group":
+            self._acquire = np.full((ne_, n), np.inf)
         others = np.array([[j for j in range(self.n_agents) if j != i] for i in range(self.n_agents)],
                           dtype=np.int64).reshape(self.n_agents, self.n_agents - 1)
         self._others = others
@@ -354,10 +389,8 @@ class SkirmishEnv(MultiAgentEnv):
         na, pos, alive = self.n_agents, self.pos, self.alive
         diff = pos[None, :, :] - pos[:, None, :]  # [i, j] = p_j - p_i
         dist = np.sqrt((diff ** 2).sum(-1))
-        reach = self.wrange[:, None] + self.radius[:, None] + self.radius[None, :]
-        hostile = self.team[:, None] != self.team[None, :]
-        can_hit = np.where(self.flying[None, :], self.hits_air[:, None], self.hits_ground[:, None])
-        valid = hostile & alive[None, :] & can_hit & self.armed[:, None]
+        reach = self._reach
+        valid = self._valid_base & alive[None, :]
 
         # enemies: keep a target in range, else acquire the nearest hittable agent in range
         tgt = self.target
@@ -365,12 +398,7 @@ class SkirmishEnv(MultiAgentEnv):
         cur = tgt[e]
         has = cur >= 0
         keep = has & alive[np.maximum(cur, 0)] & (dist[e, np.maximum(cur, 0)] <= reach[e, np.maximum(cur, 0)])
-        acquire = np.maximum(self.wrange + self.radius, 5.0)[e][:, None] + self.radius[None, :]
-        if self.enemy_order == "static":
-            acquire = reach[e]
-        if self.enemy_order == "attack_group":
-            acquire = np.full_like(acquire, np.inf)
-        cand = valid[e] & (dist[e] <= acquire)
+        cand = valid[e] & (dist[e] <= self._acquire)
         nearest = np.where(cand, dist[e], np.inf).argmin(axis=1)
         tgt[e] = np.where(keep, cur, np.where(cand.any(axis=1), nearest, -1))
         # agents: drop dead targets
@@ -422,21 +450,20 @@ class SkirmishEnv(MultiAgentEnv):
         new = pos + v * (travel * moving * alive)[:, None]
 
         # separation between overlapping ground units (Colossi and air units apart)
-        cls = np.where(self.flying, 2, np.where(self.is_colossus, 1, 0))
         d2 = new[None, :, :] - new[:, None, :]
         dn = np.sqrt((d2 ** 2).sum(-1))
-        same = dn < 1e-6  # coincident units separate along a fixed direction
-        d2 = np.where(same[..., None], np.array([1e-3, 0.0]) * np.sign(
-            np.arange(self.n)[None, :] - np.arange(self.n)[:, None])[..., None], d2)
-        dn = np.maximum(np.sqrt((d2 ** 2).sum(-1)), 1e-6)
-        overlap = (self.radius[:, None] + self.radius[None, :] - dn)
-        pair = (overlap > 0) & alive[:, None] & alive[None, :] & (cls[:, None] == cls[None, :])
-        np.fill_diagonal(pair, False)
-        push = np.where(pair, overlap / 2 / dn, 0.0)[..., None] * d2  # along p_j - p_i
-        new = new - push.sum(axis=1) * (self.speed > 0)[:, None]
+        overlap = self._rsum - dn
+        pair = (overlap > 0) & alive[:, None] & alive[None, :] & self._same_cls
+        if pair.any():
+            same = dn < 1e-6  # coincident units separate along a fixed direction
+            if same.any():
+                d2 = np.where(same[..., None], np.array([1e-3, 0.0]) * self._order_sign, d2)
+                dn = np.maximum(np.sqrt((d2 ** 2).sum(-1)), 1e-6)
+            push = np.where(pair, overlap / 2 / np.maximum(dn, 1e-6), 0.0)[..., None] * d2
+            new = new - push.sum(axis=1) * self._movable
         # terrain: ground units keep their centre on pathable cells (axis by axis)
         new = np.clip(new, 0.0, 31.999)
-        ground = ~self.flying & ~self.is_colossus & alive
+        ground = self._ground & alive
         ok = self.grid[new[:, 0].astype(int), new[:, 1].astype(int)] | ~ground
         if not ok.all():
             tryx = np.stack([new[:, 0], pos[:, 1]], 1)
@@ -687,8 +714,28 @@ class SkirmishEnv(MultiAgentEnv):
         names = ["health", "rel_x", "rel_y"] + ["shield"] * self.shield_bits_enemy
         return names + [f"type_{i}" for i in range(self.unit_type_bits)]
 
-    def seed_(self):
-        return self.seed
+    # --- SMAC's helper methods ---------------------------------------------------------------
+    def get_obs_move_feats_size(self):
+        return 4
+
+    def get_obs_enemy_feats_size(self):
+        return self.n_enemies, self.nf_en
+
+    def get_obs_ally_feats_size(self):
+        return self.n_agents - 1, self.nf_al
+
+    def get_obs_own_feats_size(self):
+        return self.own_feats
+
+    def get_unit_by_id(self, a_id):
+        """A view of agent a_id with SMAC's field names (health, shield, pos.x, ...)."""
+        return UnitView(self, a_id)
+
+    def unit_shoot_range(self, agent_id):
+        return SHOOT
+
+    def unit_sight_range(self, agent_id):
+        return SIGHT
 
     def render(self):
         """An RGB image [256, 256, 3] of the battle: agents blue, enemies red, terrain grey."""

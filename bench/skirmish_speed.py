@@ -1,0 +1,69 @@
+"""Env steps per second of the skirmish simulator with uniformly random valid actions, and the
+win rates of random play and of a scripted focus-fire policy; one JSON line per map.
+
+    OMP_NUM_THREADS=1 python bench/skirmish_speed.py [--maps 3m 2s3z 25m 27m_vs_30m] [--seconds 5]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+import numpy as np  # noqa: E402
+
+from envs.skirmish.env import SkirmishEnv  # noqa: E402
+
+
+def random_policy(env, rng):
+    avail = np.asarray(env.get_avail_actions())
+    return (rng.random(avail.shape) * avail).argmax(axis=1)  # uniform among the available
+
+
+def speed(name, seconds):
+    env = SkirmishEnv(map_name=name, seed=0)
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, done, _ = env.step(random_policy(env, rng))
+        env.get_obs()
+        env.get_state()
+        steps += 1
+        if done:
+            env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def win_rate(name, policy, episodes):
+    from test_skirmish import focus_fire
+    env = SkirmishEnv(map_name=name, seed=1)
+    rng = np.random.default_rng(0)
+    wins = 0
+    for _ in range(episodes):
+        env.reset()
+        done = False
+        while not done:
+            acts = focus_fire(env) if policy == "focus" else random_policy(env, rng)
+            _, done, info = env.step(acts)
+        wins += info["battle_won"]
+    return wins / episodes
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--maps", nargs="+", default=["3m", "8m", "2s3z", "MMM", "25m", "27m_vs_30m",
+                                                 "2c_vs_64zg", "corridor"])
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--episodes", type=int, default=50)
+    a = p.parse_args()
+    for name in a.maps:
+        print(json.dumps({"map": name, "env_steps_per_s": round(speed(name, a.seconds), 1),
+                          "random_win_rate": win_rate(name, "random", a.episodes),
+                          "focus_fire_win_rate": win_rate(name, "focus", a.episodes)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

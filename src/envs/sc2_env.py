@@ -1,0 +1,121 @@
+"""The real SMAC (StarCraft Multi-Agent Challenge) behind our env contract.
+
+SMAC is imported only when this env is chosen. It is installed from its git repository (the PyPI
+package named `smac` is SMAC3, a hyperparameter optimiser) and needs the StarCraft II binary.
+"""
+import importlib
+import os
+
+import numpy as np
+
+from envs.multiagentenv import MultiAgentEnv
+from utils.errors import ConfigError
+
+INSTALL = ("install it with `bash install_sc2.sh` (StarCraft II 4.10 into $SC2PATH, the SMAC maps, "
+           "and `pip install git+https://github.com/oxwhirl/smac.git`); see the README's StarCraft "
+           "section. --env-config=skirmish runs the same maps without StarCraft II")
+WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
+
+
+def load_smac():
+    """-> smac.env.StarCraft2Env, or ConfigError naming what is missing."""
+    try:
+        module = importlib.import_module("smac.env")
+    except ImportError:
+        try:
+            importlib.import_module("smac")
+        except ImportError:
+            raise ConfigError(f"--env-config=sc2 needs SMAC, which is not installed: {INSTALL}") from None
+        raise ConfigError("the installed package `smac` is SMAC3 (a hyperparameter optimiser), not "
+                          "the StarCraft Multi-Agent Challenge: `pip uninstall smac`, then "
+                          f"{INSTALL}") from None
+    return module.StarCraft2Env
+
+
+def sc2_path():
+    return os.environ.get("SC2PATH") or os.path.expanduser("~/StarCraftII")
+
+
+def check_starcraft():
+    path = sc2_path()
+    if not os.path.isdir(os.path.join(path, "Versions")):
+        raise ConfigError(f"StarCraft II was not found at {path} (set SC2PATH to its folder): {INSTALL}")
+    maps = os.path.join(path, "Maps", "SMAC_Maps")
+    if not os.path.isdir(maps):
+        raise ConfigError(f"the SMAC maps are missing from {maps}: {INSTALL}")
+
+
+def validate_env_args(env_args):
+    load_smac()
+    check_starcraft()
+    if not env_args.get("common_reward", True):
+        raise ConfigError("SMAC gives one team reward: set common_reward=True")
+
+
+class StarCraft2Env(MultiAgentEnv):
+    """Delegates to SMAC's StarCraft2Env; adds per-agent termination and the entity layout."""
+
+    def __init__(self, **env_args):
+        env_class = load_smac()
+        self.env = env_class(**{k: v for k, v in env_args.items() if k not in WRAPPER_KEYS})
+        self.n_agents = self.env.n_agents
+        self.episode_limit = self.env.episode_limit
+
+    def __getattr__(self, name):  # every other SMAC method and attribute passes through
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def reset(self):
+        return self.env.reset()
+
+    def step(self, actions):
+        return self.env.step(np.asarray(actions).tolist())
+
+    def get_obs(self):
+        return self.env.get_obs()
+
+    def get_obs_size(self):
+        return self.env.get_obs_size()
+
+    def get_state(self):
+        return self.env.get_state()
+
+    def get_state_size(self):
+        return self.env.get_state_size()
+
+    def get_avail_actions(self):
+        return self.env.get_avail_actions()
+
+    def get_total_actions(self):
+        return self.env.get_total_actions()
+
+    def get_indi_terminated(self):
+        """1 for each agent whose unit has no health left (SMAC's own death test)."""
+        return [int(self.env.get_unit_by_id(i).health == 0) for i in range(self.n_agents)]
+
+    def get_stats(self):
+        return self.env.get_stats()
+
+    def get_env_info(self):
+        info = dict(self.env.get_env_info())
+        env = self.env
+        if not getattr(env, "obs_timestep_number", False):
+            n_en, en_dim = env.get_obs_enemy_feats_size()
+            n_al, al_dim = env.get_obs_ally_feats_size()
+            info["obs_entities"] = [
+                {"name": "move", "count": 1, "dim": env.get_obs_move_feats_size()},
+                {"name": "enemies", "count": n_en, "dim": en_dim},
+                {"name": "allies", "count": n_al, "dim": al_dim},
+                {"name": "own", "count": 1, "dim": env.get_obs_own_feats_size()}]
+            info["action_entities"] = {"group": "enemies", "first_action": env.n_actions_no_attack}
+        return info
+
+    def save_replay(self):
+        self.env.save_replay()
+
+    def render(self):
+        return self.env.render()
+
+    def close(self):
+        self.env.close()
