@@ -93,6 +93,7 @@ def run_sequential(args, logger):
             raise ConfigError(f"learner={args.learner} needs discrete actions, but this env has "
                               f"continuous ones; set env_args.continuous_actions=False")
         scheme, groups, preprocess = build_scheme(args, env_info)
+        check_buffer_memory(args, scheme, groups, env_info["episode_limit"] + 1)
         buffer_device = "cpu" if args.buffer_cpu_only else args.device
         buffer = ReplayBuffer(scheme, groups, args.buffer_size, env_info["episode_limit"] + 1,
                               preprocess=preprocess, device=buffer_device)
@@ -118,6 +119,29 @@ def run_sequential(args, logger):
         return {"t_env": runner.t_env}
     finally:
         runner.close_env()
+
+
+def check_buffer_memory(args, scheme, groups, max_seq_length):
+    """Refuse a replay buffer that cannot fit in this machine's memory (it is allocated up front,
+    so the run would be killed by the OS instead)."""
+    per_step = 0
+    for field in scheme.values():
+        shape = field["vshape"]
+        n = int(np.prod(shape if isinstance(shape, (tuple, list)) else (shape,)))
+        n *= groups[field["group"]] if "group" in field else 1
+        per_step += n * torch.empty((), dtype=field.get("dtype", torch.float32)).element_size()
+    if "actions_onehot" not in scheme and scheme["actions"].get("dtype") == torch.long:
+        per_step += groups["agents"] * args.n_actions * 4  # the one-hot copy
+    need = per_step * max_seq_length * args.buffer_size
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > 0.8 * total:
+        fit = max(1, int(0.5 * total / (per_step * max_seq_length)))
+        raise ConfigError(f"buffer_size={args.buffer_size} episodes of this env need "
+                          f"{need / 2 ** 30:.1f} GiB, more than this machine's "
+                          f"{total / 2 ** 30:.1f} GiB of memory allows; use buffer_size={fit} or less")
 
 
 def env_info_summary(info):

@@ -122,3 +122,9 @@ def test_terminated_run_is_marked_interrupted(tmp_path):
     assert proc.wait(timeout=60) != 0
     run = sacred_runs(tmp_path)[-1]
     assert read(run, "run.json")["status"] == "INTERRUPTED"
+
+
+def test_buffer_too_large_for_memory_is_refused(tmp_path, capsys):
+    assert run_main(tmp_path, "qmix", extra=["buffer_size=100000000"]) == 2
+    err = capsys.readouterr().err
+    assert "buffer_size=100000000 episodes of this env need" in err and "use buffer_size=" in err

@@ -198,3 +198,23 @@ def test_pettingzoo_parallel_api():
     obs, _ = env.reset(seed=1)
     assert set(obs) == {"agent_0", "agent_1", "agent_2"}
     assert obs["agent_0"]["observation"].shape == (30,) and obs["agent_0"]["action_mask"][1] == 1
+
+
+def test_save_replay_writes_a_gif_of_the_last_episode(tmp_path):
+    from PIL import Image
+    env = SkirmishEnv(map_name="3m", seed=0, replay_dir=str(tmp_path))
+    rng = np.random.default_rng(0)
+    steps = 0
+    done = False
+    while not done:
+        _, done, _ = env.step(random_actions(env, rng))
+        steps += 1
+    env.reset()
+    path = env.save_replay()
+    with Image.open(path) as gif:
+        assert gif.size == (256, 256) and 1 < gif.n_frames <= steps + 1
+        total = 0
+        for k in range(gif.n_frames):  # identical frames are merged: their durations add up
+            gif.seek(k)
+            total += gif.info["duration"]
+        assert total == 150 * (steps + 1)

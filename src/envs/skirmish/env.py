@@ -217,6 +217,8 @@ class SkirmishEnv(MultiAgentEnv):
         self.obs_size = 4 + self.n_enemies * self.nf_en + (self.n_agents - 1) * self.nf_al + self.own_feats
         self.nf_al_s = 4 + self.shield_bits_ally + self.unit_type_bits
         self.nf_en_s = 3 + self.shield_bits_enemy + self.unit_type_bits
+        self._onehots = {}
+        self._probe_dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)[None]
         # pairwise constants of the sub-step
         self._reach = self.wrange[:, None] + self.radius[:, None] + self.radius[None, :]
         hostile = self.team[:, None] != self.team[None, :]
@@ -283,6 +285,8 @@ class SkirmishEnv(MultiAgentEnv):
         self.last_action = np.zeros((self.n_agents, self.n_actions), dtype=np.float32)
         self.win_counted = self.defeat_counted = False
         self._simulate(2)  # SMAC observes two loops after the restart
+        self._last_trace = self._trace if getattr(self, "_trace", None) else getattr(self, "_last_trace", [])
+        self._trace = [(self.pos.copy(), self.alive.copy())]  # for save_replay
         self.prev_hs = self.hp + self.sh
         self._cache = None
         return self.get_obs(), self.get_state()
@@ -296,6 +300,7 @@ class SkirmishEnv(MultiAgentEnv):
         self.last_action = np.eye(self.n_actions, dtype=np.float32)[actions]
         self._orders(actions)
         self._simulate(self.step_mul)
+        self._trace.append((self.pos.copy(), self.alive.copy()))
         self._total_steps += 1
         self._episode_steps += 1
         self._cache = None
@@ -375,7 +380,7 @@ class SkirmishEnv(MultiAgentEnv):
         attack = att & ~self.is_medivac[:na]
         tgt = np.where(heal, actions - 6, na + actions - 6)
         # a ground-only weapon cannot take an air target: SC2 rejects the order
-        ok = attack & ~(self.flying[np.clip(tgt, 0, self.n - 1)] & ~self.hits_air[:na])
+        ok = attack & ~(self.flying[np.minimum(np.maximum(tgt, 0), self.n - 1)] & ~self.hits_air[:na])
         self.order[:na][ok] = 2
         self.order[:na][heal] = 3
         self.target[:na] = np.where(ok | heal, tgt, np.where(actions == 1, -1, self.target[:na]))
@@ -462,7 +467,7 @@ class SkirmishEnv(MultiAgentEnv):
             push = np.where(pair, overlap / 2 / np.maximum(dn, 1e-6), 0.0)[..., None] * d2
             new = new - push.sum(axis=1) * self._movable
         # terrain: ground units keep their centre on pathable cells (axis by axis)
-        new = np.clip(new, 0.0, 31.999)
+        new = np.minimum(np.maximum(new, 0.0), 31.999)
         ground = self._ground & alive
         ok = self.grid[new[:, 0].astype(int), new[:, 1].astype(int)] | ~ground
         if not ok.all():
@@ -553,12 +558,10 @@ class SkirmishEnv(MultiAgentEnv):
         alive = self.alive[:na]
         p = self.pos[:na]
         half = self.move_amount / 2
-        for k, (dx, dy) in enumerate(((0, half), (0, -half), (half, 0), (-half, 0))):
-            px = (p[:, 0] + dx).astype(int)  # int() truncates toward zero, as SMAC's does
-            py = (p[:, 1] + dy).astype(int)
-            inside = (p[:, 0] + dx > -1) & (px < self.map_x) & (p[:, 1] + dy > -1) & (py < self.map_y) \
-                & (px >= 0) & (py >= 0)
-            avail[:, 2 + k] = inside & self.grid[np.clip(px, 0, 31), np.clip(py, 0, 31)]
+        probes = (p[:, None, :] + self._probe_dirs * half).astype(np.int64)  # int() truncation
+        inside = ((probes >= 0) & (probes < 32)).all(-1)
+        probes = np.minimum(np.maximum(probes, 0), 31)
+        avail[:, 2:6] = inside & self.grid[probes[..., 0], probes[..., 1]]
         avail[:, 1] = 1
         d = np.sqrt(((self.pos[na:][None, :, :] - p[:, None, :]) ** 2).sum(-1))  # [na, ne]
         avail[:, 6:] = (self.alive[na:][None, :] & (d <= SHOOT))
@@ -583,7 +586,11 @@ class SkirmishEnv(MultiAgentEnv):
         self._cache[key] = value
 
     def _onehot(self, idx, bits):
-        return np.eye(bits, dtype=np.float32)[idx] if bits else np.zeros((len(idx), 0), np.float32)
+        key = (id(idx), bits)  # the type index arrays never change: build each one-hot once
+        if key not in self._onehots:
+            self._onehots[key] = (np.eye(bits, dtype=np.float32)[idx] if bits
+                                  else np.zeros((len(idx), 0), np.float32))
+        return self._onehots[key]
 
     def get_obs(self):
         if self._cache_ok("obs"):
@@ -737,20 +744,37 @@ class SkirmishEnv(MultiAgentEnv):
     def unit_sight_range(self, agent_id):
         return SIGHT
 
-    def render(self):
+    def render(self, pos=None, alive=None):
         """An RGB image [256, 256, 3] of the battle: agents blue, enemies red, terrain grey."""
+        pos = self.pos if pos is None else pos
+        alive = self.alive if alive is None else alive
         scale = 8
         img = np.where(self.grid.T[::-1, :, None], 200, 90).astype(np.uint8).repeat(scale, 0).repeat(scale, 1)
         img = np.repeat(img, 3, axis=2) if img.shape[2] == 1 else img
         yy, xx = np.mgrid[0:256, 0:256]
-        for i in np.flatnonzero(self.alive):
-            cx, cy = self.pos[i, 0] * scale, (32 - self.pos[i, 1]) * scale
+        for i in np.flatnonzero(alive):
+            cx, cy = pos[i, 0] * scale, (32 - pos[i, 1]) * scale
             disc = (xx - cx) ** 2 + (yy - cy) ** 2 <= (self.radius[i] * scale) ** 2
             img[disc] = (40, 90, 230) if self.team[i] == 0 else (220, 50, 40)
         return img
 
     def save_replay(self):
-        pass
+        """Writes the last finished episode (else the current one) as an animated GIF to
+        replay_dir (default results/replays); returns the path."""
+        import os
+        import time
+
+        from PIL import Image
+        trace = self._last_trace or self._trace
+        if not trace:
+            return None
+        folder = self.replay_dir or os.path.join("results", "replays")
+        os.makedirs(folder, exist_ok=True)
+        name = f"{self.replay_prefix or self.map_name}_{time.strftime('%Y%m%d-%H%M%S')}.gif"
+        path = os.path.join(folder, name)
+        frames = [Image.fromarray(self.render(p, a)) for p, a in trace]
+        frames[0].save(path, save_all=True, append_images=frames[1:], duration=150, loop=0)
+        return path
 
     def close(self):
         pass
