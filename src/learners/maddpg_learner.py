@@ -53,9 +53,8 @@ class MADDPGLearner:
         state = batch["state"]
         obs = batch["obs"] if args.critic_individual_obs else None
 
-        if self.reward_rms is not None:
-            self.reward_rms.update(rewards, mask)
-            rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
+        if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
+            rewards = self.reward_rms.standardise(rewards, mask)
         rewards = rewards.expand(-1, -1, n)  # a team reward is every agent's reward
 
         inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target actors

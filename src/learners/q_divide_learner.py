@@ -37,9 +37,8 @@ class QDivideLearner(QLearner):
         avail_actions = batch["avail_actions"]
         indi_terminated = batch["indi_terminated"][:, :-1].float()  # D: [B, T, N]
 
-        if self.reward_rms is not None:
-            self.reward_rms.update(rewards, mask)
-            rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
+        if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
+            rewards = self.reward_rms.standardise(rewards, mask)
 
         inputs = self.mac.build_seq_inputs(batch)
         mac_out = self.mac.forward_seq(batch, inputs)  # [B, T+1, N, A]

@@ -35,10 +35,8 @@ class QLearner:
         mask = valid_mask(batch)  # [B, T, 1]
         avail_actions = batch["avail_actions"]  # [B, T+1, N, A]
 
-        if self.reward_rms is not None:
-            # Only real transitions count (EPyMARL's statistics also absorb the padding's zeros).
-            self.reward_rms.update(rewards, mask)
-            rewards = ((rewards - self.reward_rms.mean) / torch.sqrt(self.reward_rms.var)).float()
+        if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
+            rewards = self.reward_rms.standardise(rewards, mask)
 
         inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target networks
         mac_out = self.mac.forward_seq(batch, inputs)  # [B, T+1, N, A]

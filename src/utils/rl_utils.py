@@ -25,6 +25,11 @@ class RunningMeanStd:
         self.var = m2 / total
         self.count = total  # a 0-d tensor: no host sync in the training step
 
+    def standardise(self, x, mask=None):
+        """Absorb x, then return it standardised by the updated statistics (float32)."""
+        self.update(x, mask)
+        return ((x - self.mean) / torch.sqrt(self.var)).float()
+
     def state_dict(self):
         return {"mean": self.mean, "var": self.var, "count": float(self.count)}
 

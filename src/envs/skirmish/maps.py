@@ -53,9 +53,6 @@ TYPE_ORDER = {
 }
 ENEMY_TYPE_ORDER = {"stalkers_and_zealots": ["zealot", "stalker"]}
 
-L1_ATTACK = ((23.0, 16.0), (9.0, 16.0))  # enemy spawn, agent spawn (= enemy attack-move point)
-
-
 def _m(agents, enemies, limit, map_type, layout="L1", agent_at=(9.0, 16.0), enemy_at=(23.0, 16.0),
        order=("attack_move", (9.0, 16.0))):
     return dict(agents=agents, enemies=enemies, limit=limit, map_type=map_type, layout=layout,
@@ -107,7 +104,7 @@ MAPS = {
 # Per-group spawn points where SMAC creates groups at different points.
 GROUP_SPAWNS = {
     "bane_vs_bane": {"agents": [(16.0, 11.0), (16.0, 8.0)], "enemies": [(16.0, 21.0), (16.0, 24.0)]},
-    "2s_vs_1sc": {"agents": [(11.12, 10.34)], "agents_each": [(11.12, 10.34), (16.98, 10.37)]},
+    "2s_vs_1sc": {"agents_each": [(11.12, 10.34), (16.98, 10.37)]},
     "2m_vs_1z": {"agents_each": [(13.0, 12.0), (19.0, 12.0)]},
 }
 
