@@ -248,11 +248,9 @@ def validate(config):
                          ("transformer_embed_dim", 1), ("transformer_n_head", 1),
                          ("transformer_n_layers", 1), ("transformer_token_dim", 1), ("start_steps", 0), ("act_noise_anneal_time", 0)):
         _check_min(config, key, minimum)
-    if config["transformer_embed_dim"] % config["transformer_n_head"] != 0:
-        emb = config["transformer_embed_dim"]
-        raise ConfigError(f"transformer_embed_dim={emb} is not divisible by transformer_n_head="
-                          f"{config['transformer_n_head']}; valid transformer_n_head values for it: "
-                          + ", ".join(str(d) for d in range(1, emb + 1) if emb % d == 0))
+    from modules.agents.transformer_agent import head_count_error
+    if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):
+        raise ConfigError(message)
     if config["buffer_size"] < config["batch_size"]:
         raise ConfigError(f"buffer_size={config['buffer_size']} must be at least "
                           f"batch_size={config['batch_size']}")

@@ -8,7 +8,6 @@ import os
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
 from utils.errors import ConfigError
 
 INSTALL = ("install it with `bash install_sc2.sh` (StarCraft II 4.10 into $SC2PATH, the SMAC maps, "
@@ -52,50 +51,26 @@ def validate_env_args(env_args):
         raise ConfigError("SMAC gives one team reward: set common_reward=True")
 
 
-class StarCraft2Env(MultiAgentEnv):
-    """Delegates to SMAC's StarCraft2Env; adds per-agent termination and the entity layout."""
+class StarCraft2Env:
+    """Delegates to SMAC's StarCraft2Env (every method and attribute not defined here passes
+    through); adds per-agent termination and the entity layout. It meets the MultiAgentEnv
+    contract through SMAC's own methods, so it does not inherit the contract's stubs."""
 
     def __init__(self, **env_args):
         env_class = load_smac()
         self.env = env_class(**{k: v for k, v in env_args.items() if k not in WRAPPER_KEYS})
-        self.n_agents = self.env.n_agents
-        self.episode_limit = self.env.episode_limit
 
-    def __getattr__(self, name):  # every other SMAC method and attribute passes through
-        if name == "env":
+    def __getattr__(self, name):
+        if name == "env":  # not yet set: avoid recursing during construction
             raise AttributeError(name)
         return getattr(self.env, name)
-
-    def reset(self):
-        return self.env.reset()
 
     def step(self, actions):
         return self.env.step(np.asarray(actions).tolist())
 
-    def get_obs(self):
-        return self.env.get_obs()
-
-    def get_obs_size(self):
-        return self.env.get_obs_size()
-
-    def get_state(self):
-        return self.env.get_state()
-
-    def get_state_size(self):
-        return self.env.get_state_size()
-
-    def get_avail_actions(self):
-        return self.env.get_avail_actions()
-
-    def get_total_actions(self):
-        return self.env.get_total_actions()
-
     def get_indi_terminated(self):
         """1 for each agent whose unit has no health left (SMAC's own death test)."""
         return [int(self.env.get_unit_by_id(i).health == 0) for i in range(self.n_agents)]
-
-    def get_stats(self):
-        return self.env.get_stats()
 
     def get_env_info(self):
         info = dict(self.env.get_env_info())
@@ -111,11 +86,3 @@ class StarCraft2Env(MultiAgentEnv):
             info["action_entities"] = {"group": "enemies", "first_action": env.n_actions_no_attack}
         return info
 
-    def save_replay(self):
-        self.env.save_replay()
-
-    def render(self):
-        return self.env.render()
-
-    def close(self):
-        self.env.close()

@@ -19,13 +19,16 @@ class QDivideLearner(QLearner):
 
     def __init__(self, mac, scheme, logger, args):
         super().__init__(mac, scheme, logger, args)
-        self.agent_params = list(mac.parameters())
-        self.mixer_params = list(self.mixer.parameters())
-        self.q_optimiser = make_optimiser(self.agent_params, args)
-        # VDN has no parameters: nothing to optimise, and rho is exactly 1.
-        self.mixer_optimiser = make_optimiser(self.mixer_params, args) if self.mixer_params else None
-        self.optimiser = None
         self.last = {}
+
+    def _make_optimisers(self):
+        # Separate optimisers instead of QLearner's single one over agent and mixer.
+        self.agent_params = list(self.mac.parameters())
+        self.mixer_params = list(self.mixer.parameters())
+        self.q_optimiser = make_optimiser(self.agent_params, self.args)
+        # VDN has no parameters: nothing to optimise, and rho is exactly 1.
+        self.mixer_optimiser = make_optimiser(self.mixer_params, self.args) if self.mixer_params else None
+        self.optimiser = None
 
     def train(self, batch, t_env, episode_num):
         args = self.args

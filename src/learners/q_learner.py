@@ -20,12 +20,15 @@ class QLearner:
             self.mixer = mixer_REGISTRY[args.mixer](args)
             self.params += list(self.mixer.parameters())
             self.target_mixer = copy.deepcopy(self.mixer)
-        self.optimiser = make_optimiser(self.params, args)
+        self._make_optimisers()
         self.target_mac = copy.deepcopy(mac)
         self.reward_rms = RunningMeanStd(device=args.device) if args.standardise_rewards else None
         self.last_target_update_episode = 0
         self.train_steps = 0
         self.log_stats_t = -args.learner_log_interval - 1
+
+    def _make_optimisers(self):
+        self.optimiser = make_optimiser(self.params, self.args)
 
     def train(self, batch, t_env, episode_num):
         args = self.args

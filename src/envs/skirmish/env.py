@@ -218,6 +218,7 @@ class SkirmishEnv(MultiAgentEnv):
         self.nf_al_s = 4 + self.shield_bits_ally + self.unit_type_bits
         self.nf_en_s = 3 + self.shield_bits_enemy + self.unit_type_bits
         self._onehots = {}
+        self._trace, self._last_trace = [], []  # positions per step of this / the last episode
         self._probe_dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)[None]
         # pairwise constants of the sub-step
         self._reach = self.wrange[:, None] + self.radius[:, None] + self.radius[None, :]
@@ -285,7 +286,8 @@ class SkirmishEnv(MultiAgentEnv):
         self.last_action = np.zeros((self.n_agents, self.n_actions), dtype=np.float32)
         self.win_counted = self.defeat_counted = False
         self._simulate(2)  # SMAC observes two loops after the restart
-        self._last_trace = self._trace if getattr(self, "_trace", None) else getattr(self, "_last_trace", [])
+        if self._trace:
+            self._last_trace = self._trace
         self._trace = [(self.pos.copy(), self.alive.copy())]  # for save_replay
         self.prev_hs = self.hp + self.sh
         self._cache = None

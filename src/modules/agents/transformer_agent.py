@@ -6,6 +6,15 @@ import torch.nn as nn
 from utils.errors import ConfigError
 
 
+def head_count_error(emb, heads):
+    """The refusal message for a width torch's attention cannot split over `heads`, else None."""
+    if emb % heads == 0:
+        return None
+    divisors = ", ".join(str(d) for d in range(1, emb + 1) if emb % d == 0)
+    return (f"transformer_embed_dim={emb} is not divisible by transformer_n_head={heads}; "
+            f"valid transformer_n_head values for it: {divisors}")
+
+
 def token_layout(input_shape, obs_entities, token_dim):
     """-> (index [K, d] into the input padded with one zero at position input_shape,
     group id [K] of each token, own token index or None, {group name: [token indices]}).
@@ -52,11 +61,8 @@ class TransformerAgent(nn.Module):
     def __init__(self, input_shape, args, output_dim=None):
         super().__init__()
         emb, heads = args.transformer_embed_dim, args.transformer_n_head
-        if emb % heads != 0:
-            divisors = [d for d in range(1, emb + 1) if emb % d == 0]
-            raise ConfigError(f"transformer_embed_dim={emb} is not divisible by transformer_n_head="
-                              f"{heads}; valid transformer_n_head values for it: "
-                              f"{', '.join(map(str, divisors))}")
+        if message := head_count_error(emb, heads):
+            raise ConfigError(message)
         self.emb = emb
         self.n_out = output_dim or args.n_actions
         layout = getattr(args, "obs_entities", None)
