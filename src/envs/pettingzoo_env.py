@@ -109,16 +109,23 @@ class PettingZooEnv(MultiAgentEnv):
         # the step returned instead of computing them again (a tenth of the step's time).
         self._state_is_obs = self.module.__name__.startswith("mpe2.")
         self._state_cache = None
+        # mpe2's parallel_env is aec_to_parallel over order- and bounds-checking wrappers that
+        # forward every attribute access, and it computes each observation twice per step (one
+        # is discarded). The same calls on the raw AEC env, in the same order, give the same
+        # episodes in about two thirds of the time (tests/test_mpe_env.py compares them).
+        self._aec = self.env.unwrapped if self._state_is_obs and hasattr(self.env, "aec_env") else None
         self.reset()
         self.state_size = self.get_state().size
 
     # --- episode ----------------------------------------------------------------------------
     def reset(self):
-        if not self._seeded:
-            obs, _ = self.env.reset(seed=self._seed)
-            self._seeded = True
+        seed = None if self._seeded else self._seed
+        self._seeded = True
+        if self._aec is not None:
+            self._aec.reset(seed=seed)
+            obs = {a: self._aec.observe(a) for a in self._aec.agents}
         else:
-            obs, _ = self.env.reset()
+            obs, _ = self.env.reset(seed=seed)
         self._done[:] = 0
         self._indi_terminated[:] = 0
         self._steps = 0
@@ -127,28 +134,54 @@ class PettingZooEnv(MultiAgentEnv):
 
     def step(self, actions):
         actions = np.asarray(actions)
-        live = self.env.agents
+        live = self._driven().agents
         if self.continuous:
             act = {a: actions[i, :self.agent_action_sizes[i]].astype(np.float32)
                    for i, a in enumerate(self.agents) if a in live}
         else:
             act = {a: int(actions[i]) for i, a in enumerate(self.agents) if a in live}
-        obs, rewards, terms, truncs, infos = self.env.step(act)
+        if self._aec is None:
+            obs, rewards, terms, truncs, _ = self.env.step(act)
+        else:
+            obs, rewards, terms, truncs = self._step_aec(act)
+        live = self._driven().agents
         self._steps += 1
         reward = np.array([float(rewards.get(a, 0.0)) for a in self.agents], dtype=np.float32)
         for i, a in enumerate(self.agents):
             if terms.get(a, False):
                 self._indi_terminated[i] = 1
-            if terms.get(a, False) or truncs.get(a, False) or a not in self.env.agents:
+            if terms.get(a, False) or truncs.get(a, False) or a not in live:
                 self._done[i] = 1
         self._set_obs(obs)
 
         all_terminated = bool(self._indi_terminated.all())
-        done = bool(self._done.all()) or not self.env.agents or self._steps >= self.episode_limit
+        done = bool(self._done.all()) or not live or self._steps >= self.episode_limit
         info = {"episode_limit": done and not all_terminated}
         if self.common_reward:
             reward = float(reward.sum() if self.reward_scalarisation == "sum" else reward.mean())
         return reward, done, info
+
+    def _step_aec(self, act):
+        """aec_to_parallel's step without its wrappers and its discarded observations."""
+        aec = self._aec
+        rewards = dict.fromkeys(aec.agents, 0.0)
+        for agent in aec.agents:
+            if agent != aec.agent_selection:
+                raise RuntimeError(f"{self.module.__name__}: expected agent {aec.agent_selection} "
+                                   f"to act, got {agent}; agents must act in a cycle")
+            action = act[agent]
+            if self.continuous:  # what mpe2's ClipOutOfBoundsWrapper does
+                space = aec.action_space(agent)
+                action = np.clip(action, space.low, space.high)
+            aec.step(action)
+            for a in aec.agents:
+                rewards[a] += aec.rewards[a]
+        terms, truncs = dict(aec.terminations), dict(aec.truncations)
+        obs = {a: aec.observe(a) for a in aec.agents}
+        while aec.agents and (aec.terminations[aec.agent_selection]
+                              or aec.truncations[aec.agent_selection]):
+            aec.step(None)
+        return obs, rewards, terms, truncs
 
     def _set_obs(self, obs):
         self._state_cache = None
@@ -172,7 +205,7 @@ class PettingZooEnv(MultiAgentEnv):
             return self._state_cache.copy()
         if self._has_state:
             try:
-                return np.asarray(self.env.state(), dtype=np.float32).reshape(-1)
+                return np.asarray(self._driven().state(), dtype=np.float32).reshape(-1)
             except (NotImplementedError, AttributeError):
                 self._has_state = False
         return self._obs.reshape(-1).copy()
@@ -217,8 +250,12 @@ class PettingZooEnv(MultiAgentEnv):
             return None
         return layout
 
+    def _driven(self):
+        # the env this wrapper steps: the raw AEC env (mpe2) or the parallel env
+        return self.env if self._aec is None else self._aec
+
     def render(self):
-        return self.env.render()
+        return self._driven().render()
 
     def close(self):
-        self.env.close()
+        self._driven().close()
