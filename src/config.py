@@ -6,6 +6,7 @@ bad value and the valid choices.
 """
 import copy
 import os
+import sys
 
 import yaml
 
@@ -243,7 +244,7 @@ def validate(config):
                          ("runner_log_interval", 1), ("learner_log_interval", 1),
                          ("target_update_interval", 1), ("hidden_dim", 1),
                          ("epsilon_anneal_time", 0), ("save_model_interval", 1), ("load_step", 0),
-                         ("torch_threads", 0),
+                         ("torch_threads", 0), ("transition_batch_size", 0),
                          ("critic_hidden_dim", 1),
                          ("transformer_embed_dim", 1), ("transformer_n_head", 1),
                          ("transformer_n_layers", 1), ("transformer_token_dim", 1), ("start_steps", 0), ("act_noise_anneal_time", 0)):
@@ -251,6 +252,15 @@ def validate(config):
     from modules.agents.transformer_agent import head_count_error
     if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):
         raise ConfigError(message)
+    if config["transition_batch_size"] > 0:
+        history = [f"{k}={config[k]!r}" for k, uses in (
+            ("agent", config["agent"] != "mlp"), ("obs_last_action", config["obs_last_action"]),
+            ("td_lambda", config["td_lambda"] > 0)) if uses]
+        if history:  # single transitions carry no history: train on whole episodes instead
+            print(f"note: {', '.join(history)} needs whole episodes; training on batch_size="
+                  f"{config['batch_size']} episodes instead of transition_batch_size="
+                  f"{config['transition_batch_size']} transitions", file=sys.stderr)
+            config["transition_batch_size"] = 0
     if config["buffer_size"] < config["batch_size"]:
         raise ConfigError(f"buffer_size={config['buffer_size']} must be at least "
                           f"batch_size={config['batch_size']}")

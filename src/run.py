@@ -159,7 +159,9 @@ def evaluate_sequential(args, runner, logger):
 
 def train_loop(args, runner, buffer, learner, logger, episode):
     t_start = runner.t_env
-    logger.console_logger.info(f"training for {args.t_max} env steps")
+    unit = (f"{args.transition_batch_size} single transitions" if args.transition_batch_size
+            else f"{args.batch_size} episodes")
+    logger.console_logger.info(f"training for {args.t_max} env steps; updates on batches of {unit}")
     # The loop makes many short-lived objects and no long-lived cycles: move everything built so
     # far out of the collector's view and collect less often (a few % of wall-clock time).
     gc.collect()
@@ -183,9 +185,19 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
     while runner.t_env <= args.t_max:
         episode_batch = runner.run(test_mode=False)
         buffer.insert_episode_batch(episode_batch)
-        if buffer.can_sample(args.batch_size):
+        if args.transition_batch_size:
+            if buffer.can_sample_transitions(args.transition_batch_size):
+                sample = buffer.sample_transitions(
+                    args.transition_batch_size,
+                    None if args.time_limit_bootstrap else args.episode_limit)
+            else:
+                sample = None
+        elif buffer.can_sample(args.batch_size):
             sample = buffer.sample(args.batch_size)
             sample = sample[:, :sample.max_t_filled()]
+        else:
+            sample = None
+        if sample is not None:
             if sample.device != args.device:
                 sample.to(args.device)
             learner.train(sample, runner.t_env, episode)

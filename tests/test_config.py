@@ -89,3 +89,11 @@ def test_main_refuses_with_exit_code_2_and_one_line(tmp_path):
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
         assert "Traceback" not in p.stdout + p.stderr
+
+
+def test_transition_batches_fall_back_to_episodes_for_agents_with_memory(capsys):
+    cfg = load_config(["--config=maddpg", "--env-config=mpe"])
+    assert cfg["transition_batch_size"] == 1024 and cfg["agent"] == "mlp"
+    cfg = load_config(["--config=maddpg", "--env-config=mpe", "with", "agent=rnn"])
+    assert cfg["transition_batch_size"] == 0 and cfg["batch_size"] == 32
+    assert "agent='rnn' needs whole episodes" in capsys.readouterr().err

@@ -139,3 +139,37 @@ def test_buffer_on_cpu_sample_moves():
     buf.insert_episode_batch(fill(batch(bs=4), [0, 1, 2, 3]))
     s = buf.sample(2).to("cpu")
     assert s["state"].device.type == "cpu" and buf["state"].device.type == "cpu"
+
+
+def test_transition_sampling_windows():
+    """Single transitions: uniform over stored ones, as [t, t + 1] windows of one episode,
+    never the final observation's row, and the limit marked terminal only when asked."""
+    buf = replay(10)
+    lengths = [6, 6, 3]  # filled rows 7, 7, 4 (the final observation has its own row)
+    b = batch(bs=3)
+    for i, n in enumerate(lengths):
+        ts = slice(0, n + 1)
+        b.update({"ep_id": [[i]], "state": np.arange(n + 1)[:, None] * np.ones(5) + 10 * i},
+                 bs=i, ts=ts)
+        b.update({"reward": (np.arange(n) + 10.0 * i)[:, None],
+                  "terminated": np.eye(n, dtype=np.uint8)[-1:].T * (i == 2)},
+                 bs=i, ts=slice(0, n), mark_filled=False)
+    buf.insert_episode_batch(b)
+    assert buf.can_sample_transitions(15) and not buf.can_sample_transitions(16)
+    torch.manual_seed(0)
+    s = buf.sample_transitions(6000, episode_limit=6)
+    assert s.max_seq_length == 2 and s.batch_size == 6000 and s["filled"][:, 0].all()
+    state = s["state"][:, :, 0]
+    ep, t = s["ep_id"][:, 0].long(), (state[:, 0] - 10 * s["ep_id"][:, 0]).long()
+    assert torch.equal(state[:, 1], state[:, 0] + 1)  # consecutive steps of one episode
+    assert torch.equal(s["reward"][:, 0, 0], state[:, 0])  # the reward of step t
+    assert (t < torch.tensor(lengths)[ep]).all()  # a transition, not the final observation
+    counts = torch.bincount(ep * 6 + t, minlength=18).float()
+    valid = counts[torch.tensor([e * 6 + k for e, n in enumerate(lengths) for k in range(n)])]
+    assert valid.sum() == 6000 and (valid / 6000 - 1 / 15).abs().max() < 0.015
+    term = s["terminated"][:, 0, 0].bool()
+    assert torch.equal(term, (t == 5) | ((ep == 2) & (t == 2)))  # the limit and a true end
+    s = buf.sample_transitions(2000)
+    t = (s["state"][:, 0, 0] - 10 * s["ep_id"][:, 0]).long()
+    assert not s["terminated"][:, 0, 0][t == 5].any()  # bootstrapping through the limit
+    assert buf["terminated"].sum() == 1  # samples are copies

@@ -205,7 +205,7 @@ def test_recurrent_and_shared_actors_train():
 
 # --- end to end ------------------------------------------------------------------------------
 QUICK = ["t_max=200", "test_interval=100", "test_nepisode=2", "log_interval=100",
-         "runner_log_interval=100", "learner_log_interval=100", "batch_size=4", "buffer_size=50",
+         "runner_log_interval=100", "learner_log_interval=100", "batch_size=4", "transition_batch_size=40", "buffer_size=50",
          "env_args.max_cycles=10"]
 
 

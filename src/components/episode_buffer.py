@@ -244,6 +244,36 @@ class ReplayBuffer(EpisodeBatch):
         ep_ids = np.random.choice(self.episodes_in_buffer, batch_size, replace=False)
         return self[ep_ids]
 
+    def can_sample_transitions(self, batch_size):
+        return self.episodes_in_buffer > 0 and int(self._lengths().sum()) >= batch_size
+
+    def _lengths(self):
+        # transitions per episode: the filled rows less the final observation's
+        filled = self.data.transition_data["filled"][:self.episodes_in_buffer, :, 0]
+        return (filled.sum(1) - 1).clamp_(min=0)
+
+    def sample_transitions(self, batch_size, episode_limit=None):
+        """`batch_size` single transitions drawn uniformly (with replacement) from all stored
+        ones, as a batch of two-step windows [t, t + 1]: what feed-forward learners need, from
+        many more episodes than a batch of whole episodes covers.
+
+        episode_limit: also mark the step t = episode_limit - 1 terminated (no bootstrap at the
+        limit); the window no longer shows where in its episode it lies."""
+        lengths = self._lengths()
+        ep = torch.multinomial(lengths.float(), batch_size, replacement=True)
+        t = (torch.rand(batch_size) * lengths[ep]).long()
+        ep_ix = ep.to(self.device)[:, None]
+        t_ix = t.to(self.device)[:, None] + torch.arange(2, device=self.device)
+        new_data = SimpleNamespace(
+            transition_data={k: v[ep_ix, t_ix] for k, v in self.data.transition_data.items()},
+            episode_data={k: v[ep.to(self.device)] for k, v in self.data.episode_data.items()})
+        if episode_limit is not None:
+            at_limit = (t == episode_limit - 1).to(self.device)
+            term = new_data.transition_data["terminated"]
+            term[:, 0][at_limit] = 1
+        return EpisodeBatch(self.scheme, self.groups, batch_size, 2, data=new_data,
+                            device=self.device)
+
     def __repr__(self):
         return (f"ReplayBuffer({self.episodes_in_buffer}/{self.buffer_size} episodes, "
                 f"keys={list(self.scheme)}, groups={self.groups})")
