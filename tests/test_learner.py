@@ -288,3 +288,27 @@ def test_running_mean_std_counts_only_masked_entries():
     allx = torch.cat(seen).double()
     assert float(rms.mean) == pytest.approx(float(allx.mean()), rel=1e-4)
     assert float(rms.var) == pytest.approx(float(allx.var(unbiased=False)), rel=1e-4)
+
+
+@pytest.mark.parametrize("mixer", ["qmix", "vdn", None])
+@pytest.mark.parametrize("time_limit_bootstrap", [True, False])
+def test_transition_windows_train_like_whole_episodes(mixer, time_limit_bootstrap):
+    """Every transition once, as [t, t + 1] windows, gives the loss and gradients of the
+    whole-episode batch for a feed-forward agent (both average over the same transitions)."""
+    from components.episode_buffer import ReplayBuffer
+    episodes = make_batch(lengths=(5, 7, 3), terminated=(True, False, True))
+    scheme = {k: v for k, v in episodes.scheme.items() if k != "filled"}
+    buf = ReplayBuffer(scheme, {"agents": N}, 3, L)
+    buf.insert_episode_batch(episodes)
+    pairs = [(e, t) for e, n in enumerate((5, 7, 3)) for t in range(n)]
+    ep, t = torch.tensor(pairs).T
+    windows = buf.transition_windows(ep, t, None if time_limit_bootstrap else L - 1)
+    kw = dict(mixer=mixer, agent="mlp", obs_last_action=False,
+              time_limit_bootstrap=time_limit_bootstrap)
+    torch.manual_seed(0)
+    l1, g1 = grads_and_loss(*make_learner(**kw), episodes)
+    torch.manual_seed(0)
+    l2, g2 = grads_and_loss(*make_learner(**kw), windows)
+    assert l1 == pytest.approx(l2, rel=1e-5)
+    for a, c in zip(g1, g2):
+        assert torch.allclose(a, c, rtol=1e-4, atol=1e-6)

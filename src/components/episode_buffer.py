@@ -262,16 +262,20 @@ class ReplayBuffer(EpisodeBatch):
         lengths = self._lengths()
         ep = torch.multinomial(lengths.float(), batch_size, replacement=True)
         t = (torch.rand(batch_size) * lengths[ep]).long()
-        ep_ix = ep.to(self.device)[:, None]
-        t_ix = t.to(self.device)[:, None] + torch.arange(2, device=self.device)
+        return self.transition_windows(ep, t, episode_limit)
+
+    def transition_windows(self, ep, t, episode_limit=None):
+        """The windows [t, t + 1] of stored episodes `ep` (see sample_transitions)."""
+        ep = torch.as_tensor(ep, device=self.device)
+        t = torch.as_tensor(t, device=self.device)
+        t_ix = t[:, None] + torch.arange(2, device=self.device)
         new_data = SimpleNamespace(
-            transition_data={k: v[ep_ix, t_ix] for k, v in self.data.transition_data.items()},
-            episode_data={k: v[ep.to(self.device)] for k, v in self.data.episode_data.items()})
+            transition_data={k: v[ep[:, None], t_ix] for k, v in self.data.transition_data.items()},
+            episode_data={k: v[ep] for k, v in self.data.episode_data.items()})
         if episode_limit is not None:
-            at_limit = (t == episode_limit - 1).to(self.device)
             term = new_data.transition_data["terminated"]
-            term[:, 0][at_limit] = 1
-        return EpisodeBatch(self.scheme, self.groups, batch_size, 2, data=new_data,
+            term[:, 0][t == episode_limit - 1] = 1
+        return EpisodeBatch(self.scheme, self.groups, len(ep), 2, data=new_data,
                             device=self.device)
 
     def __repr__(self):
