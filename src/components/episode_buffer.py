@@ -215,6 +215,7 @@ class ReplayBuffer(EpisodeBatch):
         self.buffer_size = buffer_size
         self.buffer_index = 0
         self.episodes_in_buffer = 0
+        self._transitions = torch.zeros(buffer_size)  # per stored episode, for sample_transitions
 
     def insert_episode_batch(self, ep_batch):
         n = ep_batch.batch_size
@@ -226,6 +227,9 @@ class ReplayBuffer(EpisodeBatch):
                 self.data.transition_data[k][dst, :t] = v.to(self.device)
             for k, v in ep_batch.data.episode_data.items():
                 self.data.episode_data[k][dst] = v.to(self.device)
+            # the filled rows less the final observation's
+            filled = ep_batch.data.transition_data["filled"][:, :, 0].sum(1).cpu()
+            self._transitions[dst] = (filled - 1).clamp(min=0).float()
             self.buffer_index += n
             self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
             self.buffer_index %= self.buffer_size
@@ -248,9 +252,7 @@ class ReplayBuffer(EpisodeBatch):
         return self.episodes_in_buffer > 0 and int(self._lengths().sum()) >= batch_size
 
     def _lengths(self):
-        # transitions per episode: the filled rows less the final observation's
-        filled = self.data.transition_data["filled"][:self.episodes_in_buffer, :, 0]
-        return (filled.sum(1) - 1).clamp_(min=0)
+        return self._transitions[:self.episodes_in_buffer]
 
     def sample_transitions(self, batch_size, episode_limit=None):
         """`batch_size` single transitions drawn uniformly (with replacement) from all stored
@@ -260,7 +262,7 @@ class ReplayBuffer(EpisodeBatch):
         episode_limit: also mark the step t = episode_limit - 1 terminated (no bootstrap at the
         limit); the window no longer shows where in its episode it lies."""
         lengths = self._lengths()
-        ep = torch.multinomial(lengths.float(), batch_size, replacement=True)
+        ep = torch.multinomial(lengths, batch_size, replacement=True)
         t = (torch.rand(batch_size) * lengths[ep]).long()
         return self.transition_windows(ep, t, episode_limit)
 
