@@ -185,18 +185,7 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
     while runner.t_env <= args.t_max:
         episode_batch = runner.run(test_mode=False)
         buffer.insert_episode_batch(episode_batch)
-        if args.transition_batch_size:
-            if buffer.can_sample_transitions(args.transition_batch_size):
-                sample = buffer.sample_transitions(
-                    args.transition_batch_size,
-                    None if args.time_limit_bootstrap else args.episode_limit)
-            else:
-                sample = None
-        elif buffer.can_sample(args.batch_size):
-            sample = buffer.sample(args.batch_size)
-            sample = sample[:, :sample.max_t_filled()]
-        else:
-            sample = None
+        sample = draw_batch(args, buffer)
         if sample is not None:
             if sample.device != args.device:
                 sample.to(args.device)
@@ -220,6 +209,20 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
     if args.save_model:
         save_model(args, runner, learner, episode)
     logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
+
+
+def draw_batch(args, buffer):
+    """The next training batch (single transitions or whole episodes), or None while the buffer
+    holds too little."""
+    if args.transition_batch_size:
+        if not buffer.can_sample_transitions(args.transition_batch_size):
+            return None
+        return buffer.sample_transitions(args.transition_batch_size,
+                                         None if args.time_limit_bootstrap else args.episode_limit)
+    if not buffer.can_sample(args.batch_size):
+        return None
+    sample = buffer.sample(args.batch_size)
+    return sample[:, :sample.max_t_filled()]
 
 
 def save_model(args, runner, learner, episode):

@@ -249,10 +249,7 @@ class ReplayBuffer(EpisodeBatch):
         return self[ep_ids]
 
     def can_sample_transitions(self, batch_size):
-        return self.episodes_in_buffer > 0 and int(self._lengths().sum()) >= batch_size
-
-    def _lengths(self):
-        return self._transitions[:self.episodes_in_buffer]
+        return int(self._transitions[:self.episodes_in_buffer].sum()) >= batch_size
 
     def sample_transitions(self, batch_size, episode_limit=None):
         """`batch_size` single transitions drawn uniformly (with replacement) from all stored
@@ -261,7 +258,7 @@ class ReplayBuffer(EpisodeBatch):
 
         episode_limit: also mark the step t = episode_limit - 1 terminated (no bootstrap at the
         limit); the window no longer shows where in its episode it lies."""
-        lengths = self._lengths()
+        lengths = self._transitions[:self.episodes_in_buffer]
         ep = torch.multinomial(lengths, batch_size, replacement=True)
         t = (torch.rand(batch_size) * lengths[ep]).long()
         return self.transition_windows(ep, t, episode_limit)
