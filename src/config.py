@@ -244,7 +244,7 @@ def validate(config):
                          ("runner_log_interval", 1), ("learner_log_interval", 1),
                          ("target_update_interval", 1), ("hidden_dim", 1),
                          ("epsilon_anneal_time", 0), ("save_model_interval", 1), ("load_step", 0),
-                         ("torch_threads", 0), ("transition_batch_size", 0),
+                         ("torch_threads", 0), ("transition_batch_size", 0), ("train_interval_steps", 0),
                          ("critic_hidden_dim", 1),
                          ("transformer_embed_dim", 1), ("transformer_n_head", 1),
                          ("transformer_n_layers", 1), ("transformer_token_dim", 1), ("start_steps", 0), ("act_noise_anneal_time", 0)):

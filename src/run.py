@@ -182,11 +182,20 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
     n_test_runs = max(1, args.test_nepisode // runner.batch_size)
     progress = Progress(args.t_max, t_start)
 
+    pending = 0  # env steps collected since the last update (train_interval_steps > 0)
     while runner.t_env <= args.t_max:
+        t_before = runner.t_env
         episode_batch = runner.run(test_mode=False)
         buffer.insert_episode_batch(episode_batch)
-        sample = draw_batch(args, buffer)
-        if sample is not None:
+        if args.train_interval_steps:
+            pending += runner.t_env - t_before
+            n_updates, pending = divmod(pending, args.train_interval_steps)
+        else:
+            n_updates = 1
+        for _ in range(n_updates):
+            sample = draw_batch(args, buffer)
+            if sample is None:
+                break
             if sample.device != args.device:
                 sample.to(args.device)
             learner.train(sample, runner.t_env, episode)

@@ -128,3 +128,73 @@ def test_buffer_too_large_for_memory_is_refused(tmp_path, capsys):
     assert run_main(tmp_path, "qmix", extra=["buffer_size=100000000"]) == 2
     err = capsys.readouterr().err
     assert "buffer_size=100000000 episodes of this env need" in err and "use buffer_size=" in err
+
+
+class _CountingRunner:
+    """Plays `steps` env steps per call, like a runner of batch_size_run episodes."""
+
+    def __init__(self, steps, batch_size=1):
+        self.t_env, self.steps, self.batch_size = 0, steps, batch_size
+
+    def run(self, test_mode=False):
+        if not test_mode:
+            self.t_env += self.steps
+        return None
+
+
+class _Buffer:
+    def __init__(self, ready_after):
+        self.inserted, self.ready_after = 0, ready_after
+
+    def insert_episode_batch(self, batch):
+        self.inserted += 1
+
+    def can_sample(self, n):
+        return self.inserted >= self.ready_after
+
+    def sample(self, n):
+        return _Sample()
+
+
+class _Sample:
+    device = "cpu"
+
+    def __getitem__(self, item):
+        return self
+
+    def max_t_filled(self):
+        return 1
+
+
+class _Learner:
+    def __init__(self):
+        self.updates_at = []
+
+    def train(self, batch, t_env, episode):
+        self.updates_at.append(t_env)
+
+
+class _Logger:
+    def log_stat(self, *a):
+        pass
+
+    def print_recent_stats(self, *a):
+        pass
+
+
+@pytest.mark.parametrize("steps, interval, ready_after, expected", [
+    (25, 0, 1, [25, 50, 75, 100, 125, 150, 175, 200]),   # one update per runner call
+    (25, 100, 1, [100, 200]),                             # the paper's cadence: every 100 steps
+    (25, 50, 3, [100, 150, 200]),                         # steps before the buffer is ready are dropped
+    (100, 25, 1, [100] * 4 + [200] * 4),                  # several updates per parallel batch
+])
+def test_train_interval_steps_sets_the_update_cadence(steps, interval, ready_after, expected):
+    from types import SimpleNamespace
+
+    import run
+    args = SimpleNamespace(t_max=199, test_interval=10 ** 9, test_nepisode=1, save_model=False,
+                           log_interval=10 ** 9, transition_batch_size=0, batch_size=4,
+                           train_interval_steps=interval, device="cpu")
+    learner = _Learner()
+    run._train(args, _CountingRunner(steps), _Buffer(ready_after), learner, _Logger(), 0, 0)
+    assert learner.updates_at == expected
