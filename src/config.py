@@ -231,6 +231,7 @@ def validate(config):
     _check_choice(config, "reward_scalarisation", ["sum", "mean"])
     _check_choice(config, "hypernet_layers", [1, 2])
     _check_choice(config, "actor_other_actions", ["buffer", "policy"])
+    _check_choice(config, "continuous_actor", ["tanh", "softmax"])
     from learners.selection import MODES
     _check_choice(config, "selected", list(MODES))
     for key in ("selected_ratio", "selected_ratio_start", "selected_ratio_end", "warm_up_ratio"):

@@ -7,13 +7,14 @@ import os
 
 import pytest
 import torch
+from conftest import make_args
 
 import main
-from conftest import make_args
 from controllers import REGISTRY as mac_REGISTRY
 from learners.maddpg_learner import MADDPGLearner
 from run import build_scheme
 from runners import REGISTRY as r_REGISTRY
+from utils.errors import ConfigError
 from utils.logger import Logger, get_console_logger
 from utils.rl_utils import gumbel_softmax_st
 
@@ -146,6 +147,38 @@ def test_continuous_actions_stay_in_bounds_with_noise():
     learner.train(batch, 100, 3)  # float actions train end to end
 
 
+def test_softmax_actor_emits_soft_samples_on_the_simplex():
+    # The paper's MPE actor: training actions are soft Gumbel-softmax samples sent to the env as
+    # [0, 1] vectors summing to 1; test actions softmax(logits); the actor loss reaches the logits.
+    _, runner, mac, learner, _ = maddpg_setup(continuous=True, continuous_actor="softmax")
+    batch = play(runner, 3)
+    acts = batch["actions"][batch["filled"][..., 0].bool()]  # [steps, N, A]
+    assert (acts >= 0).all() and (acts <= 1).all()
+    assert torch.allclose(acts.sum(-1), torch.ones(acts.shape[:-1]), atol=1e-5)
+    assert ((acts > 0.01) & (acts < 0.99)).any()  # soft, not one-hot
+    mac.init_hidden(1)
+    greedy = mac.select_actions(batch[0:1], 0, 0, test_mode=True)
+    logits = mac.forward(batch[0:1], 0)
+    assert torch.allclose(greedy, torch.softmax(logits, -1), atol=1e-6)
+    sampled = mac.select_actions(batch[0:1], 0, 0)
+    assert not torch.allclose(sampled, greedy)
+    out = logits.detach().requires_grad_(True)
+    soft = mac.policy_actions(out, torch.ones_like(out), sample=True)
+    (soft * torch.arange(out.shape[-1], dtype=torch.float32)).sum().backward()
+    assert out.grad is not None and out.grad.abs().sum() > 0
+    before = [p.clone() for p in mac.parameters()]
+    learner.train(batch, 100, 3)
+    assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters()))
+
+
+def test_softmax_actor_needs_unit_bounds():
+    args = make_args(**MADDPG, continuous_actor="softmax", n_agents=2, n_actions=2,
+                     action_space="continuous", action_low=[-1.0, -1.0], action_high=[1.0, 1.0])
+    scheme = {"obs": {"vshape": 4, "group": "agents"}, "actions": {"vshape": (2,), "group": "agents"}}
+    with pytest.raises(ConfigError, match=r"continuous_actor=softmax.*low=\[-1.0, -1.0\].*tanh"):
+        mac_REGISTRY["maddpg_mac"](scheme, {"agents": 2}, args)
+
+
 def test_each_critic_learns_its_own_reward():
     # Two identical learners see batches that differ only in agent 1's reward: afterwards only
     # agent 1's critic differs.
@@ -220,13 +253,16 @@ def read(path, name):
         return json.load(f)
 
 
-@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("actions", ["discrete", "tanh", "softmax"])
 @pytest.mark.parametrize("common_reward", [False, True])
 @pytest.mark.parametrize("runner", ["episode", "parallel"])
-def test_short_runs_write_sacred_record(tmp_path, continuous, common_reward, runner):
+def test_short_runs_write_sacred_record(tmp_path, actions, common_reward, runner):
+    continuous = actions != "discrete"
     argv = ["--config=maddpg", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
             "seed=1", *QUICK, f"env_args.continuous_actions={continuous}",
             f"common_reward={common_reward}"]
+    if continuous:
+        argv.append(f"continuous_actor={actions}")
     if runner == "parallel":
         argv += ["runner=parallel", "batch_size_run=2"]
     assert main.main(argv) == 0
@@ -240,6 +276,8 @@ def test_short_runs_write_sacred_record(tmp_path, continuous, common_reward, run
     assert expected <= set(metrics), expected - set(metrics)
     config = read(run, "config.json")
     assert config["env_args"]["continuous_actions"] == continuous
+    if continuous:
+        assert config["continuous_actor"] == actions
 
 
 def test_competitive_scenario_checkpoint_resume_evaluate(tmp_path):

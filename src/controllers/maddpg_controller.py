@@ -2,7 +2,8 @@ import torch
 
 from components.schedules import LinearSchedule
 from controllers.basic_controller import BasicMAC
-from utils.rl_utils import gumbel_softmax_st
+from utils.errors import ConfigError
+from utils.rl_utils import gumbel_noise, gumbel_softmax, gumbel_softmax_st
 
 
 class MADDPGMAC(BasicMAC):
@@ -13,6 +14,9 @@ class MADDPGMAC(BasicMAC):
     straight-through Gumbel-softmax. Continuous actions: tanh outputs mapped affinely onto the
     env's bounds, Gaussian exploration noise (std act_noise * half the range, annealed) in
     training, clipped to the bounds; uniform random actions before start_steps env steps.
+    continuous_actor=softmax (action bounds [0, 1], as mpe2's): the paper's MPE actor, whose
+    training actions are soft Gumbel-softmax samples of its logits and test actions
+    softmax(logits); the learner differentiates through the soft sample.
     agent_param_sharing=False gives every agent its own network."""
 
     def __init__(self, scheme, groups, args):
@@ -24,6 +28,11 @@ class MADDPGMAC(BasicMAC):
         self.action_selector = None
         self.hidden_states = None
         self._agent_ids = None
+        self.softmax_actor = self.continuous and args.continuous_actor == "softmax"
+        if self.softmax_actor and not (all(v == 0 for v in args.action_low) and all(v == 1 for v in args.action_high)):
+            raise ConfigError(f"continuous_actor=softmax emits action vectors on the simplex, so it "
+                              f"needs action bounds [0, 1]; this env's are low={args.action_low}, "
+                              f"high={args.action_high}; use continuous_actor=tanh")
         if self.continuous:
             self.low = torch.tensor(args.action_low, dtype=torch.float32)
             self.high = torch.tensor(args.action_high, dtype=torch.float32)
@@ -39,10 +48,10 @@ class MADDPGMAC(BasicMAC):
         if not self.continuous:
             logits = out.masked_fill(avail == 0, -float("inf"))
             if not test_mode or not self.args.test_greedy:
-                # argmax of Gumbel-perturbed logits: a sample of softmax(logits)
-                u = torch.rand_like(logits)
-                logits = logits - torch.log(-torch.log(u + 1e-20) + 1e-20)
+                logits = logits + gumbel_noise(logits)  # argmax: a sample of softmax(logits)
             return logits.argmax(dim=-1)
+        if self.softmax_actor:  # the paper's MPE actions: soft Gumbel samples go to the env
+            return self.policy_actions(out, avail, sample=not test_mode)
         low, high = self.low.to(out.device), self.high.to(out.device)
         if test_mode:
             actions = self.to_bounds(out)
@@ -64,6 +73,11 @@ class MADDPGMAC(BasicMAC):
 
         Discrete: straight-through Gumbel-softmax samples (sample=True) or the one-hot argmax
         over available actions; continuous: the deterministic bounded action."""
+        if self.softmax_actor:
+            logits = out.masked_fill(avail == 0, -1e10)
+            if sample:
+                return gumbel_softmax(logits, self.args.gumbel_temperature)
+            return torch.softmax(logits, dim=-1)
         if self.continuous:
             return self.to_bounds(out) * avail
         logits = out.masked_fill(avail == 0, -1e10)

@@ -104,11 +104,19 @@ def make_optimiser(params, args, lr=None):
                                foreach=True)
 
 
+def gumbel_noise(like):
+    """Standard Gumbel samples shaped like `like`."""
+    return -torch.log(-torch.log(torch.rand_like(like) + 1e-20) + 1e-20)
+
+
+def gumbel_softmax(logits, temperature=1.0):
+    """Soft Gumbel-softmax sample softmax((logits + g) / temperature): a point of the simplex."""
+    return torch.softmax((logits + gumbel_noise(logits)) / temperature, dim=-1)
+
+
 def gumbel_softmax_st(logits, temperature=1.0):
     """Straight-through Gumbel-softmax: the forward value is a one-hot sample of
     softmax(logits), the gradient is that of the soft sample softmax((logits + g) / temperature)."""
-    u = torch.rand_like(logits)
-    g = -torch.log(-torch.log(u + 1e-20) + 1e-20)
-    soft = torch.softmax((logits + g) / temperature, dim=-1)
+    soft = gumbel_softmax(logits, temperature)
     hard = torch.nn.functional.one_hot(soft.argmax(dim=-1), logits.shape[-1]).to(soft.dtype)
     return hard - soft.detach() + soft

@@ -1,0 +1,89 @@
+"""Replay a saved discrete MADDPG (separate mlp actors, the maddpg.yaml defaults) on mpe2's
+simple_adversary_v3 and report where the agents end up: who reaches the target landmark, who
+covers the other one, and whether the adversary follows.
+
+    python bench/learn_mpe.py --config maddpg env_args.scenario=simple_adversary_v3 save_model=True
+    python bench/adversary_replay.py <results>/models/<run token>/<t_env> [--episodes 200] [--sample]
+
+Distances are Euclidean, averaged over episodes (seeds 0 .. episodes-1); greedy actions unless
+--sample.
+"""
+import argparse
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+
+from modules.agents.agent_group import AgentGroup  # noqa: E402
+from modules.agents.mlp_agent import MLPAgent  # noqa: E402
+
+
+def load_actors(folder):
+    state = torch.load(os.path.join(folder, "learner.th"), map_location="cpu", weights_only=True)
+    agent = state["agent"]
+    n_agents = 1 + max(int(k.split(".")[1]) for k in agent)
+    input_dim = agent["agents.0.fc1.weight"].shape[1]
+    hidden, n_actions = agent["agents.0.fc3.weight"].shape[1], agent["agents.0.fc3.weight"].shape[0]
+    args = SimpleNamespace(hidden_dim=hidden, n_actions=n_actions)
+    actors = AgentGroup(lambda: MLPAgent(input_dim, args), n_agents)
+    actors.load_state_dict(agent)
+    return actors.eval(), input_dim
+
+
+@torch.no_grad()
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("checkpoint", help="a saved step folder holding learner.th")
+    p.add_argument("--episodes", type=int, default=200)
+    p.add_argument("--sample", action="store_true", help="sample actions instead of the argmax")
+    a = p.parse_args()
+
+    from mpe2 import simple_adversary_v3
+    actors, input_dim = load_actors(a.checkpoint)
+    env = simple_adversary_v3.parallel_env(max_cycles=25)
+    names = env.possible_agents
+    gen = torch.Generator().manual_seed(0)
+    returns = np.zeros(len(names))
+    dists = []  # [episode, step, agent, (to target, to other landmark)]
+    for ep in range(a.episodes):
+        obs, _ = env.reset(seed=ep)
+        world = env.unwrapped.world
+        target = world.agents[0].goal_a
+        other = next(lm for lm in world.landmarks if lm is not target)
+        steps = []
+        while env.agents:
+            x = torch.zeros(len(names), 1, input_dim)
+            for i, name in enumerate(names):  # observations zero-padded at the end, as in training
+                x[i, 0, :len(obs[name])] = torch.as_tensor(obs[name])
+            logits = actors(x)[0][:, 0]
+            if a.sample:
+                acts = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
+            else:
+                acts = logits.argmax(-1)
+            obs, rewards, *_ = env.step({n: int(acts[i]) for i, n in enumerate(names)})
+            returns += [rewards[n] for n in names]
+            steps.append([[np.linalg.norm(ag.state.p_pos - lm.state.p_pos) for lm in (target, other)]
+                          for ag in world.agents])
+        dists.append(steps)
+    d = np.array(dists)
+    print("mean returns:", {n: round(float(r), 2) for n, r in zip(names, returns / a.episodes)})
+    good_min = d[:, :, 1:, 0].min(axis=2)
+    print(f"{'step':>4s}  {'adv->target':>11s}  {'adv->other':>10s}  {'closest good->target':>20s}  "
+          f"{'closest good->other':>19s}  " + "  ".join(f"{n + '->target':>16s}" for n in names[1:]))
+    for t in range(0, d.shape[1], 4):
+        print(f"{t:>4d}  {d[:, t, 0, 0].mean():11.2f}  {d[:, t, 0, 1].mean():10.2f}  "
+              f"{good_min[:, t].mean():20.2f}  {d[:, t, 1:, 1].min(axis=1).mean():19.2f}  "
+              + "  ".join(f"{d[:, t, i, 0].mean():16.2f}" for i in range(1, len(names))))
+    last = d[:, -1]
+    q = [10, 50, 90]
+    print("last step, percentiles 10/50/90: adversary->target", np.percentile(last[:, 0, 0], q).round(2),
+          "closest good->target", np.percentile(last[:, 1:, 0].min(1), q).round(2),
+          "closest good->other", np.percentile(last[:, 1:, 1].min(1), q).round(2))
+
+
+if __name__ == "__main__":
+    main()
