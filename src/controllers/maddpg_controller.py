@@ -16,7 +16,8 @@ class MADDPGMAC(BasicMAC):
     training, clipped to the bounds; uniform random actions before start_steps env steps.
     continuous_actor=softmax (action bounds [0, 1], as mpe2's): the paper's MPE actor, whose
     training actions are soft Gumbel-softmax samples of its logits and test actions
-    softmax(logits); the learner differentiates through the soft sample.
+    softmax(logits), as are the target actions (the paper samples those); the learner
+    differentiates through the soft sample.
     agent_param_sharing=False gives every agent its own network."""
 
     def __init__(self, scheme, groups, args):
@@ -29,7 +30,9 @@ class MADDPGMAC(BasicMAC):
         self.hidden_states = None
         self._agent_ids = None
         self.softmax_actor = self.continuous and args.continuous_actor == "softmax"
-        if self.softmax_actor and not (all(v == 0 for v in args.action_low) and all(v == 1 for v in args.action_high)):
+        unit_bounds = set(getattr(args, "action_low", [])) <= {0} and set(
+            getattr(args, "action_high", [])) <= {1}
+        if self.softmax_actor and not unit_bounds:
             raise ConfigError(f"continuous_actor=softmax emits action vectors on the simplex, so it "
                               f"needs action bounds [0, 1]; this env's are low={args.action_low}, "
                               f"high={args.action_high}; use continuous_actor=tanh")
@@ -72,7 +75,8 @@ class MADDPGMAC(BasicMAC):
         """Actions as the critic sees them, [B, T, N, A], from network outputs `out`.
 
         Discrete: straight-through Gumbel-softmax samples (sample=True) or the one-hot argmax
-        over available actions; continuous: the deterministic bounded action."""
+        over available actions; continuous: the deterministic bounded action, or for the softmax
+        actor a soft Gumbel-softmax sample (sample=True) or softmax(logits)."""
         if self.softmax_actor:
             logits = out.masked_fill(avail == 0, -1e10)
             if sample:
