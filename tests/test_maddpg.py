@@ -7,9 +7,9 @@ import os
 
 import pytest
 import torch
-from conftest import make_args
 
 import main
+from conftest import make_args
 from controllers import REGISTRY as mac_REGISTRY
 from learners.maddpg_learner import MADDPGLearner
 from run import build_scheme

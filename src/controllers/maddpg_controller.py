@@ -30,9 +30,7 @@ class MADDPGMAC(BasicMAC):
         self.hidden_states = None
         self._agent_ids = None
         self.softmax_actor = self.continuous and args.continuous_actor == "softmax"
-        unit_bounds = set(getattr(args, "action_low", [])) <= {0} and set(
-            getattr(args, "action_high", [])) <= {1}
-        if self.softmax_actor and not unit_bounds:
+        if self.softmax_actor and not (set(args.action_low) <= {0} and set(args.action_high) <= {1}):
             raise ConfigError(f"continuous_actor=softmax emits action vectors on the simplex, so it "
                               f"needs action bounds [0, 1]; this env's are low={args.action_low}, "
                               f"high={args.action_high}; use continuous_actor=tanh")
@@ -77,14 +75,13 @@ class MADDPGMAC(BasicMAC):
         Discrete: straight-through Gumbel-softmax samples (sample=True) or the one-hot argmax
         over available actions; continuous: the deterministic bounded action, or for the softmax
         actor a soft Gumbel-softmax sample (sample=True) or softmax(logits)."""
+        if self.continuous and not self.softmax_actor:
+            return self.to_bounds(out) * avail
+        logits = out.masked_fill(avail == 0, -1e10)
         if self.softmax_actor:
-            logits = out.masked_fill(avail == 0, -1e10)
             if sample:
                 return gumbel_softmax(logits, self.args.gumbel_temperature)
             return torch.softmax(logits, dim=-1)
-        if self.continuous:
-            return self.to_bounds(out) * avail
-        logits = out.masked_fill(avail == 0, -1e10)
         if sample:
             return gumbel_softmax_st(logits, self.args.gumbel_temperature)
         return torch.nn.functional.one_hot(logits.argmax(dim=-1), out.shape[-1]).to(out.dtype)
