@@ -24,8 +24,10 @@ sys.path.insert(0, HERE)
 from throughput import raw_env_rate  # noqa: E402
 
 
-def random_returns(overrides, episodes=200, seed=0):
-    """Per-agent returns of uniformly random actions, summed over each 25-step episode."""
+def random_returns(overrides, episodes=2000, seed=0):
+    """Per-agent returns of uniformly random actions, summed over each 25-step episode, and their
+    standard errors (a good agent's return on simple_adversary varies by about 15 between
+    episodes, so a few hundred episodes leave the mean uncertain by more than 1)."""
     import importlib
 
     import numpy as np
@@ -35,15 +37,16 @@ def random_returns(overrides, episodes=200, seed=0):
     env = importlib.import_module(f"mpe2.{scenario}").parallel_env(
         max_cycles=25, continuous_actions=continuous)
     env.reset(seed=seed)
-    for a in env.possible_agents:
-        env.action_space(a).seed(seed)
-    totals = np.zeros(len(env.possible_agents))
-    for _ in range(episodes):
+    for i, a in enumerate(env.possible_agents):  # one stream each: a shared seed moves all agents alike
+        env.action_space(a).seed(seed + i)
+    returns = np.zeros((episodes, len(env.possible_agents)))
+    for ep in range(episodes):
         env.reset()
         while env.agents:
             _, rewards, _, _, _ = env.step({a: env.action_space(a).sample() for a in env.agents})
-            totals += [rewards.get(a, 0.0) for a in env.possible_agents]
-    return dict(zip(env.possible_agents, (totals / episodes).round(2).tolist()))
+            returns[ep] += [rewards.get(a, 0.0) for a in env.possible_agents]
+    mean, se = returns.mean(0).round(2).tolist(), (returns.std(0) / np.sqrt(episodes)).round(2).tolist()
+    return dict(zip(env.possible_agents, mean)), dict(zip(env.possible_agents, se))
 
 
 def main():
@@ -76,8 +79,9 @@ def main():
     print(f"{'t_env':>8s}  {'test_return_mean':>16s}" + "".join(f"  {k[5:11]:>8s}" for k in agents))
     for j, (t, v) in enumerate(zip(curve["steps"], curve["values"])):
         print(f"{t:>8d}  {v:16.2f}" + "".join(f"  {metrics[k]['values'][j]:8.2f}" for k in agents))
-    rand = random_returns(a.overrides)
-    print("random policy, per agent:", rand, "team sum:", round(sum(rand.values()), 2))
+    rand, rand_se = random_returns(a.overrides)
+    print("random policy, per agent:", rand, "team sum:", round(sum(rand.values()), 2),
+          "standard errors:", rand_se)
     t_env = metrics["return_mean"]["steps"][-1]
     print(json.dumps({
         "config": a.config, "overrides": a.overrides, "t_max": a.t_max, "seed": a.seed,
@@ -87,7 +91,8 @@ def main():
         "final_test_return_mean": round(curve["values"][-1], 2),
         "best_test_return_mean": round(max(curve["values"]), 2),
         "final_test_agent_returns": [round(metrics[k]["values"][-1], 2) for k in agents],
-        "random_agent_returns": list(rand.values()), "sacred_run": run_dir,
+        "random_agent_returns": list(rand.values()),
+        "random_agent_se": list(rand_se.values()), "sacred_run": run_dir,
     }))
 
 
