@@ -1,12 +1,14 @@
-"""Replay a saved discrete MADDPG (separate mlp actors, the maddpg.yaml defaults) on mpe2's
-simple_adversary_v3 and report where the agents end up: who reaches the target landmark, who
-covers the other one, and whether the adversary follows.
+"""Replay a saved MADDPG (separate mlp actors, the maddpg.yaml defaults; discrete, or tanh
+actors with --continuous) on mpe2's simple_adversary_v3 and report where the agents end up: who
+reaches the target landmark, who covers the other one, and whether the adversary follows.
 
     python bench/learn_mpe.py --config maddpg env_args.scenario=simple_adversary_v3 save_model=True
     python bench/adversary_replay.py <results>/models/<run token>/<t_env> [--episodes 200] [--sample]
+    python bench/adversary_replay.py <checkpoint> --continuous   # env_args.continuous_actions=True runs
 
-Distances are Euclidean, averaged over episodes (seeds 0 .. episodes-1); greedy actions unless
---sample.
+Distances are Euclidean, averaged over episodes (seeds 0 .. episodes-1); greedy (noise-free) actions
+unless --sample. "Split" episodes end with one good agent within 0.3 of each landmark, the cover
+that leaves the adversary guessing.
 """
 import argparse
 import os
@@ -40,11 +42,15 @@ def main():
     p.add_argument("checkpoint", help="a saved step folder holding learner.th")
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--sample", action="store_true", help="sample actions instead of the argmax")
+    p.add_argument("--continuous", action="store_true",
+                   help="tanh actors on the continuous env (continuous_actor=tanh, bounds [0, 1])")
     a = p.parse_args()
+    if a.sample and a.continuous:
+        p.error("--sample applies to discrete actors only")
 
     from mpe2 import simple_adversary_v3
     actors, input_dim = load_actors(a.checkpoint)
-    env = simple_adversary_v3.parallel_env(max_cycles=25)
+    env = simple_adversary_v3.parallel_env(max_cycles=25, continuous_actions=a.continuous)
     names = env.possible_agents
     gen = torch.Generator().manual_seed(0)
     returns = np.zeros(len(names))
@@ -60,11 +66,15 @@ def main():
             for i, name in enumerate(names):  # observations zero-padded at the end, as in training
                 x[i, 0, :len(obs[name])] = torch.as_tensor(obs[name])
             logits = actors(x)[0][:, 0]
-            if a.sample:
+            if a.continuous:  # the controller's tanh mapped onto mpe2's [0, 1] bounds
+                obs, rewards, *_ = env.step({n: ((torch.tanh(logits[i]) + 1) / 2).numpy()
+                                             for i, n in enumerate(names)})
+            elif a.sample:
                 acts = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
             else:
                 acts = logits.argmax(-1)
-            obs, rewards, *_ = env.step({n: int(acts[i]) for i, n in enumerate(names)})
+            if not a.continuous:
+                obs, rewards, *_ = env.step({n: int(acts[i]) for i, n in enumerate(names)})
             returns += [rewards[n] for n in names]
             steps.append([[np.linalg.norm(ag.state.p_pos - lm.state.p_pos) for lm in (target, other)]
                           for ag in world.agents])
@@ -83,6 +93,11 @@ def main():
     print("last step, percentiles 10/50/90: adversary->target", np.percentile(last[:, 0, 0], q).round(2),
           "closest good->target", np.percentile(last[:, 1:, 0].min(1), q).round(2),
           "closest good->other", np.percentile(last[:, 1:, 1].min(1), q).round(2))
+    covered = last[:, 1:] < 0.3  # [episode, good agent, (target, other)]
+    split = (covered[:, 0, 0] & covered[:, 1, 1]) | (covered[:, 0, 1] & covered[:, 1, 0])
+    print(f"last step: split episodes {split.mean():.2f}; adversary nearer the target than the other "
+          f"landmark in {(last[:, 0, 0] < last[:, 0, 1]).mean():.2f} of all, "
+          f"{(last[split, 0, 0] < last[split, 0, 1]).mean() if split.any() else float('nan'):.2f} of split ones")
 
 
 if __name__ == "__main__":
