@@ -232,6 +232,12 @@ def validate(config):
     _check_choice(config, "hypernet_layers", [1, 2])
     _check_choice(config, "actor_other_actions", ["buffer", "policy"])
     _check_choice(config, "continuous_actor", ["tanh", "softmax"])
+    _check_choice(config, "exploration_mode", ["gaussian", "ornstein_uhlenbeck"])
+    if not 0.0 < config["ou_theta"] <= 1.0:
+        raise ConfigError(f"ou_theta={config['ou_theta']!r} must lie in (0, 1]")
+    _check_min(config, "ou_sigma", 0)
+    if config["ou_stop_episode"] is not None:
+        _check_min(config, "ou_stop_episode", 0)
     from learners.selection import MODES
     _check_choice(config, "selected", list(MODES))
     for key in ("selected_ratio", "selected_ratio_start", "selected_ratio_end", "warm_up_ratio"):

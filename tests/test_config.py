@@ -66,6 +66,8 @@ def test_test_nepisode_rounded_to_runner_batches():
     (["with", "hypernet_layers=3"], "unknown hypernet_layers '3'"),
     (["with", "continuous_actor=sigmoid"], "unknown continuous_actor 'sigmoid'; valid choices: softmax, tanh"),
     (["with", "train_interval_steps=-1"], "train_interval_steps=-1 is too small"),
+    (["with", "exploration_mode=ou"], "unknown exploration_mode 'ou'; valid choices: gaussian, ornstein_uhlenbeck"),
+    (["with", "ou_theta=0"], "ou_theta=0.0 must lie in (0, 1]"),
     (["with", "env_args.scenario=simple_spred_v3"], "did you mean 'simple_spread_v3'"),
     (["with", "env_args.foo=1"], "unknown argument of mpe2.simple_spread_v3 (env_args) 'foo'"),
     (["with", "batch_size_run=4"], "runner=episode steps one env"),

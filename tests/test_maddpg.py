@@ -147,6 +147,46 @@ def test_continuous_actions_stay_in_bounds_with_noise():
     learner.train(batch, 100, 3)  # float actions train end to end
 
 
+def _noise_steps(mac, batch, steps, t_env=0):
+    """The exploration noise of `steps` consecutive actions of one episode (the actor's output
+    is the same at every call here, so the noise is the action minus the test action)."""
+    mac.init_hidden(batch.batch_size)
+    clean = mac.select_actions(batch, 0, t_env, test_mode=True)
+    return torch.stack([mac.select_actions(batch, 0, t_env) - clean for _ in range(steps)])
+
+
+@pytest.mark.parametrize("mode", ["gaussian", "ornstein_uhlenbeck"])
+def test_exploration_noise_std_and_correlation(mode):
+    args, runner, mac, learner, info = maddpg_setup(continuous=True, exploration_mode=mode,
+                                                    act_noise_start=0.02, act_noise_finish=0.02)
+    batch = play(runner, 64)
+    torch.manual_seed(0)
+    noise = _noise_steps(mac, batch, 60)  # [steps, B, N, A]; 0.02 half ranges never clips here
+    half = (torch.tensor(info["action_high"]) - torch.tensor(info["action_low"])) / 2
+    x = noise / (0.02 * half)
+    lag1 = (x[1:] * x[:-1]).mean() / (x ** 2).mean()
+    if mode == "gaussian":
+        assert abs(x.std().item() - 1.0) < 0.05 and abs(lag1.item()) < 0.05
+    else:  # OU from 0: first step std sigma, stationary std sigma / sqrt(2 theta - theta^2)
+        theta, sigma = args.ou_theta, args.ou_sigma
+        assert abs(x[0].std().item() - sigma) < 0.02
+        stationary = sigma / (2 * theta - theta ** 2) ** 0.5
+        assert abs(x[40:].std().item() / stationary - 1.0) < 0.1
+        assert abs(lag1.item() - (1 - theta)) < 0.05
+        again = _noise_steps(mac, batch, 1)  # a new episode restarts the process at 0
+        assert abs((again / (0.02 * half)).std().item() - sigma) < 0.02
+
+
+def test_ou_noise_stops_after_ou_stop_episode():
+    args, runner, mac, learner, info = maddpg_setup(continuous=True,
+                                                    exploration_mode="ornstein_uhlenbeck",
+                                                    ou_stop_episode=10)
+    batch = play(runner, 2)
+    stop = 10 * info["episode_limit"]
+    assert _noise_steps(mac, batch, 3, t_env=stop - 1).abs().sum() > 0
+    assert torch.equal(_noise_steps(mac, batch, 3, t_env=stop), torch.zeros(3, 2, *batch["actions"].shape[2:]))
+
+
 def test_softmax_actor_emits_soft_samples_on_the_simplex():
     # The paper's MPE actor: training actions are soft Gumbel-softmax samples sent to the env as
     # [0, 1] vectors summing to 1; test actions softmax(logits); the actor loss reaches the logits.

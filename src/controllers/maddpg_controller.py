@@ -12,8 +12,11 @@ class MADDPGMAC(BasicMAC):
     Discrete actions: the network outputs logits; training actions are samples of
     softmax(logits) (Gumbel-max), test actions the argmax; the learner differentiates through a
     straight-through Gumbel-softmax. Continuous actions: tanh outputs mapped affinely onto the
-    env's bounds, Gaussian exploration noise (std act_noise * half the range, annealed) in
-    training, clipped to the bounds; uniform random actions before start_steps env steps.
+    env's bounds, exploration noise (act_noise * half the range, annealed) in training, clipped
+    to the bounds; uniform random actions before start_steps env steps. The noise is white
+    Gaussian, or with exploration_mode=ornstein_uhlenbeck temporally correlated: an OU process
+    per agent and action dimension, restarted at 0 each episode (correlated noise moves an agent
+    consistently for several steps, so exploration covers more ground).
     continuous_actor=softmax (action bounds [0, 1], as mpe2's): the paper's MPE actor, whose
     training actions are soft Gumbel-softmax samples of its logits and test actions
     softmax(logits), as are the target actions (the paper samples those); the learner
@@ -39,6 +42,10 @@ class MADDPGMAC(BasicMAC):
             self.high = torch.tensor(args.action_high, dtype=torch.float32)
             self.noise = LinearSchedule(args.act_noise_start, args.act_noise_finish,
                                         args.act_noise_anneal_time)
+            self.ou = args.exploration_mode == "ornstein_uhlenbeck"
+            self.ou_state = None  # [batch, N, A], restarted by init_hidden
+            self.noise_stop = (None if args.ou_stop_episode is None
+                               else args.ou_stop_episode * args.episode_limit)
 
     # --- acting -----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -59,10 +66,26 @@ class MADDPGMAC(BasicMAC):
         elif t_env < self.args.start_steps:
             actions = low + torch.rand_like(out) * (high - low)
         else:
-            std = self.noise.eval(t_env) * (high - low) / 2
-            actions = torch.minimum(torch.maximum(self.to_bounds(out) + std * torch.randn_like(out),
-                                                  low), high)
+            scale = self.noise.eval(t_env) * (high - low) / 2
+            noisy = self.to_bounds(out) + scale * self._noise(out, bs, t_env)
+            actions = torch.minimum(torch.maximum(noisy, low), high)
         return actions * avail  # padded action dimensions stay 0
+
+    def _noise(self, out, bs, t_env):
+        if not self.ou:
+            return torch.randn_like(out)
+        if self.noise_stop is not None and t_env >= self.noise_stop:
+            return torch.zeros_like(out)
+        # x <- x + theta (0 - x) + sigma xi: the rows `bs` of the episodes being played
+        x = self.ou_state[bs].to(out.device)
+        x = x - self.args.ou_theta * x + self.args.ou_sigma * torch.randn_like(out)
+        self.ou_state[bs] = x.to(self.ou_state.device)
+        return x
+
+    def init_hidden(self, batch_size):
+        super().init_hidden(batch_size)
+        if self.continuous and self.ou:
+            self.ou_state = torch.zeros(batch_size, self.n_agents, len(self.args.action_low))
 
     # --- differentiable policy outputs (learner) --------------------------------------------
     def to_bounds(self, out):
