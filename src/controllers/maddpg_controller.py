@@ -77,15 +77,16 @@ class MADDPGMAC(BasicMAC):
         if self.noise_stop is not None and t_env >= self.noise_stop:
             return torch.zeros_like(out)
         # x <- x + theta (0 - x) + sigma xi: the rows `bs` of the episodes being played
-        x = self.ou_state[bs].to(out.device)
+        x = self.ou_state[bs]
         x = x - self.args.ou_theta * x + self.args.ou_sigma * torch.randn_like(out)
-        self.ou_state[bs] = x.to(self.ou_state.device)
+        self.ou_state[bs] = x
         return x
 
     def init_hidden(self, batch_size):
         super().init_hidden(batch_size)
         if self.continuous and self.ou:
-            self.ou_state = torch.zeros(batch_size, self.n_agents, len(self.args.action_low))
+            self.ou_state = torch.zeros(batch_size, self.n_agents, len(self.args.action_low),
+                                        device=next(self.agent.parameters()).device)
 
     # --- differentiable policy outputs (learner) --------------------------------------------
     def to_bounds(self, out):
