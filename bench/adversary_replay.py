@@ -67,14 +67,12 @@ def main():
                 x[i, 0, :len(obs[name])] = torch.as_tensor(obs[name])
             logits = actors(x)[0][:, 0]
             if a.continuous:  # the controller's tanh mapped onto mpe2's [0, 1] bounds
-                obs, rewards, *_ = env.step({n: ((torch.tanh(logits[i]) + 1) / 2).numpy()
-                                             for i, n in enumerate(names)})
+                acts = [((torch.tanh(row) + 1) / 2).numpy() for row in logits]
             elif a.sample:
-                acts = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
+                acts = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0].tolist()
             else:
-                acts = logits.argmax(-1)
-            if not a.continuous:
-                obs, rewards, *_ = env.step({n: int(acts[i]) for i, n in enumerate(names)})
+                acts = logits.argmax(-1).tolist()
+            obs, rewards, *_ = env.step(dict(zip(names, acts)))
             returns += [rewards[n] for n in names]
             steps.append([[np.linalg.norm(ag.state.p_pos - lm.state.p_pos) for lm in (target, other)]
                           for ag in world.agents])

@@ -35,7 +35,7 @@ def good_targets(strategy, good, target, other):
             far.name: (target if strategy == "race" else other).state.p_pos}
 
 
-def adversary_target(strategy, adv, good, world, target):
+def adversary_target(strategy, good, world, target):
     if strategy == "random":
         return None
     if strategy == "oracle":
@@ -58,7 +58,7 @@ def play(good_strategy, adv_strategy, episodes, rng):
         ret = np.zeros(len(env.possible_agents))
         while env.agents:
             goals = good_targets(good_strategy, good, target, other) or {}
-            adv_goal = adversary_target(adv_strategy, adv, good, world, target)
+            adv_goal = adversary_target(adv_strategy, good, world, target)
             acts = {}
             for a in world.agents:
                 goal = adv_goal if a is adv else goals.get(a.name)
