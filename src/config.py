@@ -254,7 +254,8 @@ def validate(config):
                          ("torch_threads", 0), ("transition_batch_size", 0), ("train_interval_steps", 0),
                          ("critic_hidden_dim", 1),
                          ("transformer_embed_dim", 1), ("transformer_n_head", 1),
-                         ("transformer_n_layers", 1), ("transformer_token_dim", 1), ("start_steps", 0), ("act_noise_anneal_time", 0)):
+                         ("transformer_n_layers", 1), ("transformer_token_dim", 1), ("start_steps", 0), ("act_noise_anneal_time", 0),
+                         ("policy_ensemble", 1)):
         _check_min(config, key, minimum)
     from modules.agents.transformer_agent import head_count_error
     if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):
@@ -294,6 +295,9 @@ def validate(config):
     if config["mac"] == "maddpg_mac" and config["learner"] != "maddpg_learner":
         raise ConfigError(f"mac=maddpg_mac outputs policies for learner=maddpg_learner, not "
                           f"learner={config['learner']}; use mac=basic_mac")
+    if config["policy_ensemble"] > 1 and config["mac"] != "maddpg_mac":
+        raise ConfigError(f"policy_ensemble={config['policy_ensemble']} draws among MADDPG actors "
+                          f"and needs mac=maddpg_mac, not mac={config['mac']}; use policy_ensemble=1")
     if config["learner"] == "maddpg_learner" and config["mixer"] is not None:
         raise ConfigError(f"learner=maddpg_learner uses critics, not a mixer; set mixer=None "
                           f"(got mixer={config['mixer']})")

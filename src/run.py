@@ -73,6 +73,9 @@ def build_scheme(args, env_info):
     else:
         scheme["actions"] = {"vshape": (1,), "group": "agents", "dtype": torch.long}
         preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=env_info["n_actions"])])}
+    if getattr(args, "policy_ensemble", 1) > 1:  # which sub-policy each agent played the episode with
+        scheme["policy_index"] = {"vshape": (1,), "group": "agents", "dtype": torch.long,
+                                  "episode_const": True}
     return scheme, {"agents": n_agents}, preprocess
 
 

@@ -68,6 +68,8 @@ def test_test_nepisode_rounded_to_runner_batches():
     (["with", "train_interval_steps=-1"], "train_interval_steps=-1 is too small"),
     (["with", "exploration_mode=ou"], "unknown exploration_mode 'ou'; valid choices: gaussian, ornstein_uhlenbeck"),
     (["with", "ou_theta=0"], "ou_theta=0.0 must lie in (0, 1]"),
+    (["with", "policy_ensemble=0"], "policy_ensemble=0 is too small: it must be at least 1"),
+    (["with", "policy_ensemble=3"], "policy_ensemble=3 draws among MADDPG actors and needs mac=maddpg_mac"),
     (["with", "env_args.scenario=simple_spred_v3"], "did you mean 'simple_spread_v3'"),
     (["with", "env_args.foo=1"], "unknown argument of mpe2.simple_spread_v3 (env_args) 'foo'"),
     (["with", "batch_size_run=4"], "runner=episode steps one env"),

@@ -59,11 +59,11 @@ def maddpg_setup(scenario="simple_spread_v3", continuous=False, common_reward=Tr
 
 def play(runner, n=4):
     batches = [runner.run(test_mode=False) for _ in range(n)]
-    data = {k: torch.cat([b.data.transition_data[k] for b in batches])
-            for k in batches[0].data.transition_data}
     batch = copy.copy(batches[0])
     batch.data = copy.copy(batches[0].data)
-    batch.data.transition_data = data
+    for store in ("transition_data", "episode_data"):
+        setattr(batch.data, store, {k: torch.cat([getattr(b.data, store)[k] for b in batches])
+                                    for k in getattr(batches[0].data, store)})
     batch.batch_size = n
     return batch
 
@@ -274,6 +274,64 @@ def test_recurrent_and_shared_actors_train():
     before = [p.clone() for p in mac.parameters()]
     learner.train(batch, 0, 2)
     assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters()))
+
+
+# --- policy ensembles ------------------------------------------------------------------------
+def sub_policy(mac, agent, k):
+    """The network of agent `agent`'s sub-policy k."""
+    return mac.agent.agents[k if mac.args.agent_param_sharing else agent * mac.n_policies + k]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_ensemble_acts_and_trains_with_the_drawn_sub_policy(shared):
+    torch.manual_seed(0)
+    args, runner, mac, learner, info = maddpg_setup(
+        "simple_adversary_v3", common_reward=False, policy_ensemble=3, agent_param_sharing=shared,
+        obs_agent_id=shared)
+    n = info["n_agents"]
+    assert len(mac.agent.agents) == (3 if shared else 3 * n)
+    batch = play(runner, 12)
+    index = batch["policy_index"][..., 0]  # [B, N], what each agent played
+    assert index.shape == (12, n) and set(index.flatten().tolist()) == {0, 1, 2}
+    # the stored draw is the one the episode was played with: greedy actions of those networks
+    last = runner.run(test_mode=True)
+    played = last["policy_index"][0, :, 0]
+    rows = mac._build_inputs(last, 0, last.max_seq_length)[0]  # [T, N, in]
+    for i in range(n):
+        greedy = sub_policy(mac, i, int(played[i]))(rows[:-1, i].unsqueeze(0))[0][0].argmax(-1)
+        assert torch.equal(last["actions"][0, :-1, i, 0], greedy), (i, played)
+    # forward_seq picks each episode's stored sub-policy
+    out = mac.forward_seq(batch)  # [B, T, N, A]
+    rows = mac._build_inputs(batch, 0, batch.max_seq_length)  # [B, T, N, in]
+    for b in (0, 5):
+        for i in range(n):
+            net = sub_policy(mac, i, int(index[b, i]))
+            assert torch.allclose(out[b, :, i], net(rows[b, :, i].unsqueeze(0))[0][0], atol=1e-6)
+    # one update moves only the sub-policies that played the sampled episodes
+    batch.data.episode_data["policy_index"][:] = 0
+    before = copy.deepcopy(mac)
+    learner.train(batch, 0, 12)
+    for i in range(1 if shared else n):
+        for k in range(3):
+            moved = any(not torch.equal(a, b) for a, b in zip(
+                sub_policy(before, i, k).parameters(), sub_policy(mac, i, k).parameters()))
+            assert moved == (k == 0), (i, k)
+
+
+def test_ensemble_runs_end_to_end_and_resumes(tmp_path, capsys):
+    base = ["--config=maddpg", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
+            "seed=2", *QUICK, "env_args.scenario=simple_adversary_v3", "policy_ensemble=2",
+            "runner=parallel", "batch_size_run=2", "env_args.continuous_actions=True"]
+    assert main.main(base + ["save_model=True", "save_model_interval=100"]) == 0
+    run = sacred_run(tmp_path)
+    assert read(run, "run.json")["status"] == "COMPLETED"
+    assert read(run, "config.json")["policy_ensemble"] == 2
+    assert {"test_agent0_return_mean", "critic_loss"} <= set(read(run, "metrics.json"))
+    models = glob.glob(os.path.join(str(tmp_path), "models", "*"))
+    assert main.main(base + [f"checkpoint_path={models[0]}", "evaluate=True"]) == 0
+    # other networks than the saved ones: a one-line error that says so, exit code 2
+    assert main.main(base + [f"checkpoint_path={models[0]}", "evaluate=True", "policy_ensemble=3"]) == 2
+    assert "does not fit this run's networks" in capsys.readouterr().err
 
 
 # --- end to end ------------------------------------------------------------------------------

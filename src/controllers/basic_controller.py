@@ -55,6 +55,10 @@ class BasicMAC:
     def init_hidden(self, batch_size):
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
 
+    def episode_data(self):
+        """Episode-constant fields the runners store with each episode (none here)."""
+        return {}
+
     # --- inputs -----------------------------------------------------------------------------
     def _to_rows(self, inputs):
         # [B, T, N, in] -> [B * N, T, in]: the agent network's rows

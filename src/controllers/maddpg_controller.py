@@ -2,6 +2,8 @@ import torch
 
 from components.schedules import LinearSchedule
 from controllers.basic_controller import BasicMAC
+from modules.agents import REGISTRY as agent_REGISTRY
+from modules.agents.agent_group import AgentGroup
 from utils.errors import ConfigError
 from utils.rl_utils import gumbel_noise, gumbel_softmax, gumbel_softmax_st
 
@@ -21,11 +23,20 @@ class MADDPGMAC(BasicMAC):
     training actions are soft Gumbel-softmax samples of its logits and test actions
     softmax(logits), as are the target actions (the paper samples those); the learner
     differentiates through the soft sample.
-    agent_param_sharing=False gives every agent its own network."""
+    agent_param_sharing=False gives every agent its own network.
+
+    policy_ensemble=K > 1 (the paper's policy ensembles, section 4.3): every agent has K
+    sub-policies (K networks, or K shared ones with agent_param_sharing) and plays each episode
+    with one drawn uniformly at random; the draw is stored with the episode (`policy_index`), so
+    each sub-policy is trained on, and its target actions taken at, the transitions it played.
+    All K run on every row and the played one is picked: K small MLPs cost less than splitting
+    the batch by sub-policy."""
 
     def __init__(self, scheme, groups, args):
         self.n_agents = args.n_agents
         self.args = args
+        self.n_policies = getattr(args, "policy_ensemble", 1)
+        self.policy_index = None  # [batch, N] sub-policy of each agent, drawn by init_hidden
         self.continuous = getattr(args, "action_space", "discrete") == "continuous"
         self.input_shape = self._get_input_shape(scheme)
         self.agent = self._build_agent(args)
@@ -83,10 +94,51 @@ class MADDPGMAC(BasicMAC):
         return x
 
     def init_hidden(self, batch_size):
-        super().init_hidden(batch_size)
+        k = self.n_policies
+        self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents * k)
+        if k > 1:
+            self.policy_index = torch.randint(k, (batch_size, self.n_agents),
+                                              device=next(self.agent.parameters()).device)
         if self.continuous and self.ou:
             self.ou_state = torch.zeros(batch_size, self.n_agents, len(self.args.action_low),
                                         device=next(self.agent.parameters()).device)
+
+    def episode_data(self):
+        if self.n_policies == 1:
+            return {}
+        return {"policy_index": self.policy_index.unsqueeze(-1)}
+
+    # --- sub-policies -----------------------------------------------------------------------
+    def _build_agent(self, args):
+        if self.n_policies == 1:
+            return super()._build_agent(args)
+        make = lambda: agent_REGISTRY[args.agent](self.input_shape, args)  # noqa: E731
+        # rows are (episode, agent, sub-policy), sub-policy fastest: K shared networks, or N * K
+        return AgentGroup(make, self.n_policies * (1 if args.agent_param_sharing else self.n_agents))
+
+    def _pick(self, out, index):
+        """out [B * N * K, ...] of every sub-policy -> [B, N, ...] of the ones in index [B, N]."""
+        b, n = index.shape
+        out = out.view(b, n, self.n_policies, *out.shape[1:])
+        ix = index.view(b, n, 1, *([1] * (out.dim() - 3))).expand(b, n, 1, *out.shape[3:])
+        return out.gather(2, ix).squeeze(2)
+
+    def forward(self, ep_batch, t):
+        if self.n_policies == 1:
+            return super().forward(ep_batch, t)
+        x = self._to_rows(self._build_inputs(ep_batch, t, t + 1))
+        out, self.hidden_states = self.agent(x.repeat_interleave(self.n_policies, dim=0),
+                                             self.hidden_states)
+        return self._pick(out[:, 0], self.policy_index)  # [B, N, A]
+
+    def forward_seq(self, batch, inputs=None):
+        if self.n_policies == 1:
+            return super().forward_seq(batch, inputs)
+        if inputs is None:
+            inputs = self.build_seq_inputs(batch)
+        rows = inputs.repeat_interleave(self.n_policies, dim=0)
+        out, _ = self.agent(rows, self.agent.init_hidden(rows.shape[0]))
+        return self._pick(out, batch["policy_index"][..., 0]).transpose(1, 2)  # [B, T, N, A]
 
     # --- differentiable policy outputs (learner) --------------------------------------------
     def to_bounds(self, out):

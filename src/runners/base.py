@@ -31,6 +31,14 @@ class RunnerBase:
                                  device=self.args.device)
         self.mac = mac
 
+    def start_episode(self, batch):
+        """Fresh controller state for `batch`; what the controller drew for the episode (e.g. a
+        sub-policy per agent) is stored with it."""
+        self.mac.init_hidden(batch_size=self.batch_size)
+        data = self.mac.episode_data()
+        if data:
+            batch.update(data, mark_filled=False)
+
     def record_episode(self, episode_return, length, info, test_mode):
         stats = self.test_stats if test_mode else self.train_stats
         returns = self.test_returns if test_mode else self.train_returns

@@ -27,7 +27,7 @@ class EpisodeRunner(RunnerBase):
         batch = self.new_batch()
         self.env.reset()
         self.t = 0
-        self.mac.init_hidden(batch_size=self.batch_size)
+        self.start_episode(batch)
         terminated = False
         episode_return = 0.0
         env_info = {}

@@ -139,7 +139,7 @@ class ParallelRunner(RunnerBase):
     def run(self, test_mode=False):
         batch = self._reset()
         n = self.batch_size
-        self.mac.init_hidden(batch_size=n)
+        self.start_episode(batch)
         terminated = [False] * n
         active = list(range(n))  # envs whose episode needs an action at this step
         episode_returns = [0.0] * n

@@ -36,6 +36,11 @@ def find_checkpoint(path, load_step=0):
 
 def load_checkpoint(folder, learner, device):
     state = torch.load(os.path.join(folder, "learner.th"), map_location=device, weights_only=True)
-    learner.load_state_dict(state)
+    try:
+        learner.load_state_dict(state)
+    except (RuntimeError, KeyError) as e:  # other networks: a changed agent, hidden_dim, policy_ensemble...
+        first = str(e).strip().splitlines()[0]
+        raise ConfigError(f"checkpoint {folder!r} does not fit this run's networks; load it with the "
+                          f"settings it was saved with (see its run's config.json): {first}") from None
     with open(os.path.join(folder, "meta.json")) as f:
         return json.load(f)
