@@ -5,10 +5,12 @@ reaches the target landmark, who covers the other one, and whether the adversary
     python bench/learn_mpe.py --config maddpg env_args.scenario=simple_adversary_v3 save_model=True
     python bench/adversary_replay.py <results>/models/<run token>/<t_env> [--episodes 200] [--sample]
     python bench/adversary_replay.py <checkpoint> --continuous   # env_args.continuous_actions=True runs
+    python bench/adversary_replay.py <checkpoint> --ensemble 3   # policy_ensemble=3 runs
 
 Distances are Euclidean, averaged over episodes (seeds 0 .. episodes-1); greedy (noise-free) actions
-unless --sample. "Split" episodes end with one good agent within 0.3 of each landmark, the cover
-that leaves the adversary guessing.
+unless --sample. With --ensemble K every agent plays one of its K sub-policies, drawn per
+episode. "Split" episodes end with one good agent within 0.3 of each landmark, the cover that
+leaves the adversary guessing.
 """
 import argparse
 import os
@@ -42,6 +44,7 @@ def main():
     p.add_argument("checkpoint", help="a saved step folder holding learner.th")
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--sample", action="store_true", help="sample actions instead of the argmax")
+    p.add_argument("--ensemble", type=int, default=1, help="policy_ensemble of the run (K)")
     p.add_argument("--continuous", action="store_true",
                    help="tanh actors on the continuous env (continuous_actor=tanh, bounds [0, 1])")
     a = p.parse_args()
@@ -50,13 +53,20 @@ def main():
 
     from mpe2 import simple_adversary_v3
     actors, input_dim = load_actors(a.checkpoint)
+    k = a.ensemble
+    if actors.n_agents % k:
+        p.error(f"--ensemble {k} does not divide the checkpoint's {actors.n_agents} actor networks")
     env = simple_adversary_v3.parallel_env(max_cycles=25, continuous_actions=a.continuous)
     names = env.possible_agents
     gen = torch.Generator().manual_seed(0)
+    draws = torch.Generator().manual_seed(1)  # its own stream: --sample figures stay as they were
     returns = np.zeros(len(names))
     dists = []  # [episode, step, agent, (to target, to other landmark)]
     for ep in range(a.episodes):
         obs, _ = env.reset(seed=ep)
+        # agent i plays network i * K + drawn[i] (the controller's layout)
+        drawn = torch.randint(k, (len(names),), generator=draws)
+        rows = torch.arange(len(names)) * k + drawn
         world = env.unwrapped.world
         target = world.agents[0].goal_a
         other = next(lm for lm in world.landmarks if lm is not target)
@@ -65,7 +75,7 @@ def main():
             x = torch.zeros(len(names), 1, input_dim)
             for i, name in enumerate(names):  # observations zero-padded at the end, as in training
                 x[i, 0, :len(obs[name])] = torch.as_tensor(obs[name])
-            logits = actors(x)[0][:, 0]
+            logits = actors(x.repeat_interleave(k, dim=0))[0][rows, 0]
             if a.continuous:  # the controller's tanh mapped onto mpe2's [0, 1] bounds
                 acts = [((torch.tanh(row) + 1) / 2).numpy() for row in logits]
             elif a.sample:
