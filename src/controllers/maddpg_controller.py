@@ -29,8 +29,8 @@ class MADDPGMAC(BasicMAC):
     sub-policies (K networks, or K shared ones with agent_param_sharing) and plays each episode
     with one drawn uniformly at random; the draw is stored with the episode (`policy_index`), so
     each sub-policy is trained on, and its target actions taken at, the transitions it played.
-    All K run on every row and the played one is picked: K small MLPs cost less than splitting
-    the batch by sub-policy."""
+    All K run on every row and the played one is picked, so each network sees one whole batch
+    (splitting the batch by sub-policy was not tried)."""
 
     def __init__(self, scheme, groups, args):
         self.n_agents = args.n_agents
