@@ -66,7 +66,7 @@ def main():
         obs, _ = env.reset(seed=ep)
         # agent i plays network i * K + drawn[i] (the controller's layout)
         drawn = torch.randint(k, (len(names),), generator=draws)
-        rows = torch.arange(len(names)) * k + drawn
+        route = actors.route(torch.arange(len(names)) * k + drawn)
         world = env.unwrapped.world
         target = world.agents[0].goal_a
         other = next(lm for lm in world.landmarks if lm is not target)
@@ -75,7 +75,7 @@ def main():
             x = torch.zeros(len(names), 1, input_dim)
             for i, name in enumerate(names):  # observations zero-padded at the end, as in training
                 x[i, 0, :len(obs[name])] = torch.as_tensor(obs[name])
-            logits = actors(x.repeat_interleave(k, dim=0))[0][rows, 0]
+            logits = actors(x, None, route)[0][:, 0]
             if a.continuous:  # the controller's tanh mapped onto mpe2's [0, 1] bounds
                 acts = [((torch.tanh(row) + 1) / 2).numpy() for row in logits]
             elif a.sample:

@@ -138,3 +138,28 @@ def test_transformer_trains_with_every_learner(tmp_path, config, extra):
             "seed=1", "t_max=120", "test_interval=100", "test_nepisode=1", "batch_size=2",
             "buffer_size=10", "env_args.max_cycles=10", *extra]
     assert main.main(argv) == 0
+
+
+@pytest.mark.parametrize("agent", ["mlp", "rnn"])
+def test_agent_group_routes_each_row_to_its_network(agent):
+    from modules.agents.agent_group import AgentGroup
+    torch.manual_seed(0)
+    args = make_args(n_actions=4, hidden_dim=8)
+    group = AgentGroup(lambda: agent_REGISTRY[agent](5, args), 4)
+    nets = torch.tensor([2, 0, 2, 3, 0, 2])  # network 1 runs on no row
+    x = torch.randn(6, 3, 5)
+    route = group.route(nets)
+    h = group.init_hidden(6, route)
+    if agent == "rnn":
+        h = h + torch.randn_like(h)  # a carried state, not zeros
+    out, h2 = group(x, h, route)
+    for r, g in enumerate(nets.tolist()):
+        want, want_h = group.agents[g](x[r:r + 1], None if h is None else h[r:r + 1])
+        assert torch.allclose(out[r], want[0], atol=1e-6), r
+        if agent == "rnn":
+            assert torch.allclose(h2[r], want_h[0], atol=1e-6), r
+    # gradients reach only the networks that ran, and each from its own rows
+    out[nets == 3].sum().backward()
+    grads = [any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.parameters())
+             for a in group.agents]
+    assert grads == [False, False, False, True]

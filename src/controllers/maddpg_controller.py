@@ -29,14 +29,14 @@ class MADDPGMAC(BasicMAC):
     sub-policies (K networks, or K shared ones with agent_param_sharing) and plays each episode
     with one drawn uniformly at random; the draw is stored with the episode (`policy_index`), so
     each sub-policy is trained on, and its target actions taken at, the transitions it played.
-    All K run on every row and the played one is picked, so each network sees one whole batch
-    (splitting the batch by sub-policy was not tried)."""
+    The rows are routed by that draw, so each network runs only on the rows it played."""
 
     def __init__(self, scheme, groups, args):
         self.n_agents = args.n_agents
         self.args = args
         self.n_policies = getattr(args, "policy_ensemble", 1)
         self.policy_index = None  # [batch, N] sub-policy of each agent, drawn by init_hidden
+        self._route = None  # the rows' routing to the networks of policy_index
         self.continuous = getattr(args, "action_space", "discrete") == "continuous"
         self.input_shape = self._get_input_shape(scheme)
         self.agent = self._build_agent(args)
@@ -94,11 +94,13 @@ class MADDPGMAC(BasicMAC):
         return x
 
     def init_hidden(self, batch_size):
-        k = self.n_policies
-        self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents * k)
-        if k > 1:
-            self.policy_index = torch.randint(k, (batch_size, self.n_agents),
+        if self.n_policies == 1:
+            self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
+        else:
+            self.policy_index = torch.randint(self.n_policies, (batch_size, self.n_agents),
                                               device=next(self.agent.parameters()).device)
+            self._route = self.agent.route(self._networks(self.policy_index))
+            self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents, self._route)
         if self.continuous and self.ou:
             self.ou_state = torch.zeros(batch_size, self.n_agents, len(self.args.action_low),
                                         device=next(self.agent.parameters()).device)
@@ -113,32 +115,32 @@ class MADDPGMAC(BasicMAC):
         if self.n_policies == 1:
             return super()._build_agent(args)
         make = lambda: agent_REGISTRY[args.agent](self.input_shape, args)  # noqa: E731
-        # rows are (episode, agent, sub-policy), sub-policy fastest: K shared networks, or N * K
+        # K shared networks, or N * K: agent i's sub-policy k is network i * K + k
         return AgentGroup(make, self.n_policies * (1 if args.agent_param_sharing else self.n_agents))
 
-    def _pick(self, out, index):
-        """out [B * N * K, ...] of every sub-policy -> [B, N, ...] of the ones in index [B, N]."""
-        b, n = index.shape
-        out = out.view(b, n, self.n_policies, *out.shape[1:])
-        ix = index.view(b, n, 1, *([1] * (out.dim() - 3))).expand(b, n, 1, *out.shape[3:])
-        return out.gather(2, ix).squeeze(2)
+    def _networks(self, index):
+        """The network of each (episode, agent) row, from the sub-policy draws index [B, N]."""
+        if self.args.agent_param_sharing:
+            return index.reshape(-1)
+        agent = torch.arange(self.n_agents, device=index.device)
+        return (agent * self.n_policies + index).reshape(-1)
 
     def forward(self, ep_batch, t):
         if self.n_policies == 1:
             return super().forward(ep_batch, t)
         x = self._to_rows(self._build_inputs(ep_batch, t, t + 1))
-        out, self.hidden_states = self.agent(x.repeat_interleave(self.n_policies, dim=0),
-                                             self.hidden_states)
-        return self._pick(out[:, 0], self.policy_index)  # [B, N, A]
+        out, self.hidden_states = self.agent(x, self.hidden_states, self._route)
+        return out.view(ep_batch.batch_size, self.n_agents, -1)
 
     def forward_seq(self, batch, inputs=None):
         if self.n_policies == 1:
             return super().forward_seq(batch, inputs)
         if inputs is None:
             inputs = self.build_seq_inputs(batch)
-        rows = inputs.repeat_interleave(self.n_policies, dim=0)
-        out, _ = self.agent(rows, self.agent.init_hidden(rows.shape[0]))
-        return self._pick(out, batch["policy_index"][..., 0]).transpose(1, 2)  # [B, T, N, A]
+        route = self.agent.route(self._networks(batch["policy_index"][..., 0]))
+        bn, t = inputs.shape[:2]
+        out, _ = self.agent(inputs, self.agent.init_hidden(bn, route), route)
+        return out.view(bn // self.n_agents, self.n_agents, t, -1).transpose(1, 2)
 
     # --- differentiable policy outputs (learner) --------------------------------------------
     def to_bounds(self, out):
