@@ -95,7 +95,7 @@ class MADDPGMAC(BasicMAC):
 
     def init_hidden(self, batch_size):
         if self.n_policies == 1:
-            self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
+            super().init_hidden(batch_size)
         else:
             self.policy_index = torch.randint(self.n_policies, (batch_size, self.n_agents),
                                               device=next(self.agent.parameters()).device)
