@@ -143,7 +143,7 @@ def focus_fire(env):
     return actions
 
 
-@pytest.mark.parametrize("name", ["3m", "2s3z"])
+@pytest.mark.parametrize("name", ["8m", "2s3z"])
 def test_focus_fire_beats_random(name):
     rates = {}
     for policy in ("focus", "random"):

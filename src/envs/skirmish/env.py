@@ -1,31 +1,39 @@
-"""Skirmish: StarCraft-style unit combat in NumPy with SMAC's interface.
+"""Skirmish: StarCraft II unit combat in NumPy and numba with SMAC's interface.
 
 Exact (SMAC's rules): constructor arguments, action indices and availability, observation and
-state layouts and normalisation, reward arithmetic and scaling, termination, stats, per-map sizes.
-Approximate (SC2 4.10-era data, simplified physics): movement in straight lines clamped to the
-map's pathable cells (no path finding), pairwise separation instead of SC2's collision, hits of
-one sub-step resolved together, Colossus splash as a disc, Banelings burst on attack only,
-enemies attack-move and acquire the nearest agent in range. Every unit array is updated at once:
-no Python loop over units or pairs.
+state layouts and normalisation, reward arithmetic and scaling, termination, stats, per-map sizes,
+SMAC's own heuristic agents (heuristic_ai). Modelled on SC2 (4.10-era unit data, Normal speed):
+every game loop resolved (sim.py), units created in the map's order and packed around their spawn
+points (spawn.py), enemies that attack-move, acquire, chase and retaliate, enemy Medivacs that
+heal, Baneling bursts on contact and on death, Colossus beams, per-hit shields and armour, random
+cooldown variation (attack_jitter), paths around walls (terrain.py). Approximate: collisions are
+pairwise pushes, not SC2's; acquisition radii and the jitter's range are calibrated guesses.
 """
+import enum
+import math
+
 import numpy as np
 
 from envs.multiagentenv import MultiAgentEnv
-from envs.skirmish.maps import GROUP_SPAWNS, LOOPS, MAPS, TYPE_ORDER, UNITS, load_layouts, type_index
+from envs.skirmish import render, sim, spawn, terrain
+from envs.skirmish.maps import GROUP_SPAWNS, LOOPS, MAPS, TYPE_ORDER, UNITS, type_index
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 
 SIGHT, SHOOT = 9.0, 6.0
-SUBSTEP = 4  # game loops per simulation sub-step (firing times carry the remainder, so rates stay exact)
+RESET_LOOPS = 2  # SMAC observes two game loops after restarting a battle
+ALLY_TYPE_BASE = 1970  # SMAC's allied "_RL" units have their own consecutive type ids
 KINDS = list(UNITS)
-_LAYOUTS = None
+MEDIVAC_RL_SPEED = 2.75  # the MMM maps' allied Medivac copy
+HYDRALISK_RL_HP = 80.0   # 6h_vs_8z's allied Hydralisks
+JITTER_LOOPS = (-1, 2)   # SC2 varies each cooldown by a whole number of loops in this range
 
 
-def layouts():
-    global _LAYOUTS
-    if _LAYOUTS is None:
-        _LAYOUTS = load_layouts()
-    return _LAYOUTS
+class Direction(enum.IntEnum):
+    NORTH = 0
+    SOUTH = 1
+    EAST = 2
+    WEST = 3
 
 
 SMAC_DEFAULTS = dict(
@@ -37,7 +45,12 @@ SMAC_DEFAULTS = dict(
     reward_defeat=0, reward_negative_scale=0.5, reward_scale=True, reward_scale_rate=20,
     replay_dir="", replay_prefix="", window_size_x=1920, window_size_y=1200, heuristic_ai=False,
     heuristic_rest=False, debug=False)
-UNSUPPORTED = ("obs_pathing_grid", "obs_terrain_height", "heuristic_ai")
+# simulator options beyond SMAC's signature
+# attack_jitter: SC2's random cooldown variation (False: deterministic);
+# builtin_agents: the agents play SC2's default unit behaviour too, mirroring the enemies' order
+# (mirror matches and calibration; the actions passed to step are then ignored)
+SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False)
+UNSUPPORTED = ("obs_pathing_grid", "obs_terrain_height")
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 
 
@@ -46,94 +59,20 @@ def validate_env_args(env_args):
     if name not in MAPS:
         raise ConfigError(unknown_name_message("env_args.map_name", name, sorted(MAPS)))
     for k in env_args:
-        if k not in SMAC_DEFAULTS and k not in WRAPPER_KEYS:
-            raise ConfigError(unknown_name_message("env_args key for skirmish", k, sorted(SMAC_DEFAULTS)))
+        if k not in SMAC_DEFAULTS and k not in SIM_DEFAULTS and k not in WRAPPER_KEYS:
+            raise ConfigError(unknown_name_message("env_args key for skirmish", k,
+                                                   sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS})))
     for k in UNSUPPORTED:
         if env_args.get(k):
             raise ConfigError(f"env_args.{k}=True is not supported by skirmish yet; set it to False")
+    step_mul = env_args.get("step_mul", SMAC_DEFAULTS["step_mul"])
+    if isinstance(step_mul, bool) or not isinstance(step_mul, int) or step_mul < 1:
+        raise ConfigError(f"env_args.step_mul={step_mul!r} must be a positive integer (game loops per step)")
+    for k in SIM_DEFAULTS:
+        if k in env_args and (not isinstance(env_args[k], (bool, int)) or env_args[k] not in (0, 1)):
+            raise ConfigError(f"env_args.{k}={env_args[k]!r} must be True or False")
     if not env_args.get("common_reward", True):
         raise ConfigError("skirmish gives one team reward (as SMAC does): set common_reward=True")
-
-
-NEIGHBOURS = np.array([(1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1)])
-
-
-class PathFields:
-    """8-connected distance fields to goal cells on a pathable grid, computed on demand by a
-    vectorised wavefront (diagonals cost sqrt 2, no corner cutting) and cached per goal."""
-
-    def __init__(self, grid):
-        self.grid = grid
-        self.cache = {}
-
-    def field(self, gx, gy):
-        key = (gx, gy)
-        if key not in self.cache:
-            dist = np.full((34, 34), np.inf)
-            free = np.zeros((34, 34), dtype=bool)
-            free[1:33, 1:33] = self.grid
-            dist[gx + 1, gy + 1] = 0.0
-            for _ in range(200):
-                best = dist.copy()
-                for dx, dy in NEIGHBOURS:
-                    shifted = np.full_like(dist, np.inf)
-                    shifted[max(dx, 0):34 + min(dx, 0), max(dy, 0):34 + min(dy, 0)] = \
-                        dist[max(-dx, 0):34 + min(-dx, 0), max(-dy, 0):34 + min(-dy, 0)]
-                    if dx and dy:  # no corner cutting: both orthogonal cells must be free
-                        ox = np.zeros_like(free)
-                        oy = np.zeros_like(free)
-                        ox[max(dx, 0):34 + min(dx, 0), :] = free[max(-dx, 0):34 + min(-dx, 0), :]
-                        oy[:, max(dy, 0):34 + min(dy, 0)] = free[:, max(-dy, 0):34 + min(-dy, 0)]
-                        shifted = np.where(ox & oy, shifted + np.sqrt(2), np.inf)
-                    else:
-                        shifted = shifted + 1.0
-                    best = np.minimum(best, shifted)
-                best = np.where(free, best, np.inf)
-                best[gx + 1, gy + 1] = 0.0
-                if np.array_equal(best, dist):
-                    break
-                dist = best
-            self.cache[key] = dist[1:33, 1:33]
-        return self.cache[key]
-
-    def waypoints(self, pos, dest):
-        """Next waypoint toward each destination: the centre of the neighbouring cell closest
-        to it along the grid, or the destination itself once in its cell or unreachable."""
-        out = dest.copy()
-        cells = np.clip(pos.astype(int), 0, 31)
-        goals = np.clip(dest.astype(int), 0, 31)
-        for g in np.unique(goals[:, 0] * 32 + goals[:, 1]):  # one field per distinct goal cell
-            sel = np.flatnonzero(goals[:, 0] * 32 + goals[:, 1] == g)
-            f = self.field(g // 32, g % 32)
-            c = cells[sel]
-            nb = c[:, None, :] + NEIGHBOURS[None]
-            inside = (nb >= 0).all(-1) & (nb < 32).all(-1)
-            vals = np.where(inside, f[np.clip(nb[..., 0], 0, 31), np.clip(nb[..., 1], 0, 31)], np.inf)
-            here = f[c[:, 0], c[:, 1]]
-            k = vals.argmin(axis=1)
-            better = vals[np.arange(len(sel)), k] < here
-            step_to = nb[np.arange(len(sel)), k] + 0.5
-            use = better & np.isfinite(here) & (here > 0)
-            out[sel[use]] = step_to[use]
-        return out
-
-
-def _spawn(center, units, grid, flying):
-    """Square formation around `center` (smaclite's layout), moved onto pathable cells."""
-    n = len(units)
-    side = int(np.ceil(np.sqrt(n)))
-    radii = np.array([UNITS[u]["radius"] for u in units])
-    step = 2 * radii.max() + 0.05
-    idx = np.arange(n)
-    offs = np.stack([idx % side - (side - 1) / 2, idx // side - (side - 1) / 2], 1) * step
-    pos = np.asarray(center, dtype=np.float64) + offs
-    pos = np.clip(pos, 0.5, 31.5)
-    for k in range(n):  # spawn-time only: pull a unit toward the centre until it stands on a path
-        for _ in range(40):
-            if flying[k] or grid[int(pos[k, 0]), int(pos[k, 1])]:
-                break
-            pos[k] += (np.asarray(center) - pos[k]) * 0.2
-    return pos
 
 
 class _Pos:
@@ -149,30 +88,77 @@ class UnitView:
         self.shield, self.shield_max = float(env.sh[i]), float(env.sh_max[i])
         self.energy, self.weapon_cooldown = float(env.energy[i]), float(max(env.cooldown[i], 0.0))
         self.pos = _Pos(float(env.pos[i, 0]), float(env.pos[i, 1]))
-        self.unit_type = int(UNITS[env.kinds[i]]["sc2"])
+        self.unit_type = int(env.unit_types[i])
         self.tag, self.owner = i, 1 + int(env.team[i])
+
+
+class _Units:
+    """SMAC's `agents` / `enemies` dicts (index -> unit), built on access from the live arrays."""
+
+    def __init__(self, env, first, count):
+        self.env, self.first, self.count = env, first, count
+
+    def __getitem__(self, i):
+        if not 0 <= i < self.count:
+            raise KeyError(i)
+        return UnitView(self.env, self.first + i)
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        return iter(range(self.count))
+
+    def __contains__(self, i):
+        return isinstance(i, int) and 0 <= i < self.count
+
+    def keys(self):
+        return range(self.count)
+
+    def values(self):
+        return [self[i] for i in range(self.count)]
+
+    def items(self):
+        return [(i, self[i]) for i in range(self.count)]
+
+
+def _creation(m, name, team):
+    """[(kind, spawn point)] in the order the map's trigger creates the team's units."""
+    kinds = [u for u, c in (m["agents"] if team == 0 else m["enemies"]) for _ in range(c)]
+    groups = GROUP_SPAWNS.get(name, {})
+    key = "agents" if team == 0 else "enemies"
+    if team == 0 and "agents_each" in groups:
+        return list(zip(kinds, groups["agents_each"], strict=True))
+    if key in groups:  # one point per unit type, in the order the types are listed
+        points = dict(zip([u for u, _ in (m["agents"] if team == 0 else m["enemies"])], groups[key], strict=True))
+        return [(k, points[k]) for k in kinds]
+    return [(k, m["agent_at"] if team == 0 else m["enemy_at"]) for k in kinds]
 
 
 class SkirmishEnv(MultiAgentEnv):
     def __init__(self, **kwargs):
         args = {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS}
         validate_env_args({**args, "common_reward": kwargs.get("common_reward", True)})
-        self.__dict__.update({k: args.get(k, v) for k, v in SMAC_DEFAULTS.items()})
+        for k, v in SMAC_DEFAULTS.items():
+            setattr(self, "_seed" if k == "seed" else k, args.get(k, v))
+        self.attack_jitter = bool(args.get("attack_jitter", SIM_DEFAULTS["attack_jitter"]))
+        self.builtin_agents = bool(args.get("builtin_agents", SIM_DEFAULTS["builtin_agents"]))
+        self._move_amount = self.move_amount
         if self.obs_all_health:
             self.obs_own_health = True
         m = MAPS[self.map_name]
         self.map = m
         self.map_type = m["map_type"]
         self.episode_limit = m["limit"]
-        self.grid = layouts()[m["layout"]]
-        # straight lines suffice on the convex layouts; the others need paths around walls
-        self.paths = PathFields(self.grid) if m["layout"] in ("L4", "L6", "L7", "L8") else None
+        self.grid = terrain.grid(m["layout"])
+        self.pathing_grid = self.grid
+        self._fields = terrain.fields(m["layout"])
         self.map_x = self.map_y = 32
         self.max_distance_x = self.max_distance_y = 32
-        ally_kinds = [u for u, c in m["agents"] for _ in range(c)]
-        enemy_kinds = [u for u, c in m["enemies"] for _ in range(c)]
+        ally_created, enemy_created = _creation(m, self.map_name, 0), _creation(m, self.map_name, 1)
         # agents in SMAC's order: by type index, then (after spawning) x, y
-        ally_kinds = sorted(ally_kinds, key=lambda u: type_index(self.map_type, u, False))
+        ally_kinds = sorted((k for k, _ in ally_created), key=lambda u: type_index(self.map_type, u, False))
+        enemy_kinds = [k for k, _ in enemy_created]
         self.n_agents, self.n_enemies = len(ally_kinds), len(enemy_kinds)
         self.n_actions_no_attack, self.n_actions_move = 6, 4
         self.n_obs_pathing, self.n_obs_height = 8, 9
@@ -182,110 +168,140 @@ class SkirmishEnv(MultiAgentEnv):
         self.shield_bits_enemy = int(UNITS[enemy_kinds[0]]["sh"] > 0)
         self.is_mmm = self.map_type == "MMM"
         self.kinds = ally_kinds + enemy_kinds
-        n = len(self.kinds)
-        self.team = np.array([0] * self.n_agents + [1] * self.n_enemies)
+        n = self.n = len(self.kinds)
+        na = self.n_agents
+        self.team = np.array([0] * na + [1] * self.n_enemies)
         col = lambda key: np.array([UNITS[k][key] for k in self.kinds], dtype=np.float64)  # noqa: E731
         self.hp_max, self.sh_max, self.armour = col("hp"), col("sh"), col("armour")
+        speed = col("speed")
         if self.map_name == "6h_vs_8z":
-            self.hp_max[:self.n_agents] = 80.0  # the map's allied Hydralisks
-        self.radius, self.speed = col("radius"), col("speed") / LOOPS
-        self.dmg, self.hits, self.bonus = col("dmg"), col("hits"), col("bonus")
-        self.bonus_light = np.array([UNITS[k]["bonus_vs"] == "light" for k in self.kinds])
-        self.bonus_armored = np.array([UNITS[k]["bonus_vs"] == "armored" for k in self.kinds])
-        self.light, self.armored, self.bio = col("light") > 0, col("armored") > 0, col("bio") > 0
-        self.wrange, self.cd_loops = col("range"), col("cd") * LOOPS
-        self.hits_ground, self.hits_air, self.flying = col("ground") > 0, col("air") > 0, col("flying") > 0
-        self.regen, self.max_cd = col("regen") > 0, col("max_cd")
+            self.hp_max[:na] = HYDRALISK_RL_HP
         self.is_medivac = np.array([k == "medivac" for k in self.kinds])
         self.is_colossus = np.array([k == "colossus" for k in self.kinds])
         self.is_baneling = np.array([k == "baneling" for k in self.kinds])
-        self.armed = (self.dmg > 0) & ~self.is_medivac
+        speed[:na][self.is_medivac[:na]] = MEDIVAC_RL_SPEED
+        self.radius, self.speed = col("radius"), speed / LOOPS
+        self.flying = col("flying") > 0
+        self.bio, self.max_cd = col("bio") > 0, col("max_cd")
         self.ally_type = np.array([type_index(self.map_type, k, False) for k in ally_kinds])
         self.enemy_type = np.array([type_index(self.map_type, k, True) for k in enemy_kinds])
+        # SMAC's unit type ids: consecutive "_RL" ids for agents, SC2's own for enemies
+        self.unit_types = np.array([ALLY_TYPE_BASE + t for t in self.ally_type]
+                                   + [UNITS[k]["sc2"] for k in enemy_kinds], dtype=np.int64)
+        self._init_type_ids()
+        self._flt, self._ints = self._unit_tables(col)
+        self._spawn = self._spawn_positions(ally_created, enemy_created)
+        kind, point = m["order"]
+        # per team: what scripted units do without a target, and where they head
+        self._modes = np.array([sim.ATTACK_MOVE, sim.ENEMY_MODES[kind]], dtype=np.int64)
+        self._goal_segment = point if point is not None and np.ndim(point) == 2 else None
+        self._goals = np.full((2, 2), 16.0)
+        if point is not None and self._goal_segment is None:
+            self._goals[1] = point
+            self._goals[0] = 32.0 - np.asarray(point)  # built-in agents mirror the enemies' order
         self.max_reward = (self.n_enemies * self.reward_death_value + self.reward_win
-                           + float((self.hp_max + self.sh_max)[self.n_agents:].sum()))
-        self.rng = np.random.default_rng(self.seed)
+                           + float((self.hp_max + self.sh_max)[na:].sum()))
+        self.rng = np.random.default_rng(self._seed)
         self.battles_won = self.battles_game = self.timeouts = self.force_restarts = 0
         self._episode_count = self._total_steps = self._episode_steps = 0
-        self.n = n
-        self.last_action = np.zeros((self.n_agents, self.n_actions), dtype=np.float32)
+        self.reward = 0
+        self.last_action = np.zeros((na, self.n_actions), dtype=np.float32)
+        self.ally_state_attr_names = (["health", "energy/cooldown", "rel_x", "rel_y"]
+                                      + ["shield"] * self.shield_bits_ally
+                                      + [f"type_{i}" for i in range(self.unit_type_bits)])
+        self.enemy_state_attr_names = (["health", "rel_x", "rel_y"] + ["shield"] * self.shield_bits_enemy
+                                       + [f"type_{i}" for i in range(self.unit_type_bits)])
         self.nf_en = 4 + self.unit_type_bits + (1 + self.shield_bits_enemy if self.obs_all_health else 0)
         self.nf_al = (4 + self.unit_type_bits + (1 + self.shield_bits_ally if self.obs_all_health else 0)
                       + (self.n_actions if self.obs_last_action else 0))
         self.own_feats = (self.unit_type_bits + (1 + self.shield_bits_ally) * self.obs_own_health
                           + int(self.obs_timestep_number))
-        self.obs_size = 4 + self.n_enemies * self.nf_en + (self.n_agents - 1) * self.nf_al + self.own_feats
+        self.obs_size = 4 + self.n_enemies * self.nf_en + (na - 1) * self.nf_al + self.own_feats
         self.nf_al_s = 4 + self.shield_bits_ally + self.unit_type_bits
         self.nf_en_s = 3 + self.shield_bits_enemy + self.unit_type_bits
         self._onehots = {}
         self._trace, self._last_trace = [], []  # positions per step of this / the last episode
         self._probe_dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)[None]
-        # pairwise constants of the sub-step
-        self._reach = self.wrange[:, None] + self.radius[:, None] + self.radius[None, :]
-        hostile = self.team[:, None] != self.team[None, :]
-        can_hit = np.where(self.flying[None, :], self.hits_air[:, None], self.hits_ground[:, None])
-        self._valid_base = hostile & can_hit & self.armed[:, None]
-        cls = np.where(self.flying, 2, np.where(self.is_colossus, 1, 0))
-        self._same_cls = (cls[:, None] == cls[None, :]) & ~np.eye(n, dtype=bool)
-        self._order_sign = np.sign(np.arange(n)[None, :] - np.arange(n)[:, None])[..., None]
-        self._rsum = self.radius[:, None] + self.radius[None, :]
-        self._movable = (self.speed > 0)[:, None]
-        self._ground = ~self.flying & ~self.is_colossus
-        ne_ = n - self.n_agents
-        self._acquire = np.maximum(self.wrange + self.radius, 5.0)[self.n_agents:][:, None] + self.radius[None, :]
-        if m["order"][0] == "static":
-            self._acquire = self._reach[self.n_agents:]
-        elif m["order"][0] == "attack_group":
-            self._acquire = np.full((ne_, n), np.inf)
-        others = np.array([[j for j in range(self.n_agents) if j != i] for i in range(self.n_agents)],
-                          dtype=np.int64).reshape(self.n_agents, self.n_agents - 1)
-        self._others = others
+        self._others = np.array([[j for j in range(na) if j != i] for i in range(na)],
+                                dtype=np.int64).reshape(na, na - 1)
+        self.agents, self.enemies = _Units(self, 0, na), _Units(self, na, self.n_enemies)
         self.reset()
+
+    def _init_type_ids(self):
+        """SMAC's per-type id attributes (marine_id, medivac_id, ...): 0 where the map has none."""
+        for kind in ("marine", "marauder", "medivac", "stalker", "zealot", "colossus", "hydralisk",
+                     "zergling", "baneling"):
+            ids = [t for k, t in zip(self.kinds[:self.n_agents], self.unit_types, strict=False) if k == kind]
+            setattr(self, f"{kind}_id", ids[0] if ids else 0)
+        self._min_unit_type = int(self.unit_types[:self.n_agents].min())
+
+    def _unit_tables(self, col):
+        flt = np.zeros((self.n, sim.N_FLOAT))
+        flt[:, sim.RADIUS], flt[:, sim.SPEED] = self.radius, self.speed
+        flt[:, sim.DMG], flt[:, sim.HITS], flt[:, sim.BONUS] = col("dmg"), col("hits"), col("bonus")
+        flt[:, sim.ARMOUR], flt[:, sim.RANGE] = self.armour, col("range")
+        flt[:, sim.COOLDOWN] = col("cd") * LOOPS
+        # enemies acquire agents within max(weapon range + own radius, 5) + the agent's radius
+        flt[:, sim.ACQUIRE] = np.maximum(col("range") + self.radius, 5.0)
+        flt[:, sim.HP_MAX], flt[:, sim.SH_MAX] = self.hp_max, self.sh_max
+        ints = np.zeros((self.n, sim.N_INT), dtype=np.int64)
+        ints[:, sim.TEAM] = self.team
+        vs = {None: sim.VS_NONE, "light": sim.VS_LIGHT, "armored": sim.VS_ARMORED}
+        ints[:, sim.BONUS_VS] = [vs[UNITS[k]["bonus_vs"]] for k in self.kinds]
+        ints[:, sim.LIGHT], ints[:, sim.ARMORED], ints[:, sim.BIO] = col("light"), col("armored"), col("bio")
+        ints[:, sim.HITS_GROUND], ints[:, sim.HITS_AIR] = col("ground"), col("air")
+        ints[:, sim.FLYING], ints[:, sim.REGEN] = col("flying"), col("regen")
+        ints[:, sim.KIND] = np.select([self.is_medivac, self.is_colossus, self.is_baneling],
+                                      [sim.K_MEDIVAC, sim.K_COLOSSUS, sim.K_BANELING], sim.K_PLAIN)
+        # collision classes: ground units, Colossi (they stride over them), air
+        ints[:, sim.CLASS] = np.where(self.flying, 2, np.where(self.is_colossus, 1, 0))
+        ints[:, sim.SCRIPTED] = (self.team == 1) | self.builtin_agents
+        return flt, ints
+
+    def _spawn_positions(self, ally_created, enemy_created):
+        """Start positions (the same every episode): both teams created in the map's order,
+        packed around their points facing each other; agents then sorted as SMAC sorts them."""
+        centre = [np.mean([p for _, p in created], axis=0) for created in (ally_created, enemy_created)]
+        units = []
+        self._facing = np.zeros((2, 2))
+        for team, created in enumerate((ally_created, enemy_created)):
+            dx, dy = centre[1 - team] - centre[team]
+            facing = math.atan2(dy, dx)
+            self._facing[team] = math.cos(facing), math.sin(facing)
+            cls = lambda k: 2 if UNITS[k]["flying"] else (1 if k == "colossus" else 0)  # noqa: E731
+            units += [(UNITS[k]["radius"], cls(k), bool(UNITS[k]["flying"]), p, facing) for k, p in created]
+        pos = spawn.pack(units, self.grid)
+        na = self.n_agents
+        ally = pos[:na]
+        created_types = np.array([type_index(self.map_type, k, False) for k, _ in ally_created])
+        order = np.lexsort((ally[:, 1], ally[:, 0], created_types))
+        return np.concatenate([ally[order], pos[na:]])
 
     # --- episode ----------------------------------------------------------------------------
     def reset(self):
-        m, na = self.map, self.n_agents
-        spawns = GROUP_SPAWNS.get(self.map_name, {})
-        pos = np.zeros((self.n, 2))
-        ally_kinds, enemy_kinds = self.kinds[:na], self.kinds[na:]
-        if "agents_each" in spawns:
-            pos[:na] = np.array(spawns["agents_each"])[:na]
-        elif "agents" in spawns:  # bane_vs_bane: zerglings and banelings at their own points
-            for kind, point in zip(["zergling", "baneling"], spawns["agents"]):
-                sel = np.array([k == kind for k in ally_kinds])
-                pos[:na][sel] = _spawn(point, [k for k in ally_kinds if k == kind], self.grid,
-                                       self.flying[:na][sel])
-        else:
-            pos[:na] = _spawn(m["agent_at"], ally_kinds, self.grid, self.flying[:na])
-        if "enemies" in spawns:
-            for kind, point in zip(["zergling", "baneling"], spawns["enemies"]):
-                sel = np.array([k == kind for k in enemy_kinds])
-                pos[na:][sel] = _spawn(point, [k for k in enemy_kinds if k == kind], self.grid,
-                                       self.flying[na:][sel])
-        else:
-            pos[na:] = _spawn(m["enemy_at"], enemy_kinds, self.grid, self.flying[na:])
-        # agents: by type index, then x, then y (stable)
-        order = np.lexsort((pos[:na, 1], pos[:na, 0], self.ally_type))
-        pos[:na] = pos[:na][order]
-        self.pos = pos
+        n = self.n
+        self.pos = self._spawn.copy()
         self.hp = self.hp_max.copy()
         self.sh = self.sh_max.copy()
         self.energy = np.where(self.is_medivac, 50.0, 0.0)
-        self.cooldown = np.zeros(self.n)
-        self.quiet = np.full(self.n, 1000.0)
-        self.alive = np.ones(self.n, dtype=bool)
-        self.order = np.zeros(self.n, dtype=np.int64)  # agents: 0 idle, 1 move, 2 attack, 3 heal
-        self.order_point = pos.copy()
-        self.target = np.full(self.n, -1, dtype=np.int64)
-        kind, point = m["order"]
-        self.goal = np.tile(np.asarray(point if point is not None else (16.0, 16.0)), (self.n, 1))
-        self.enemy_order = kind
+        self.cooldown = np.zeros(n)
+        self.quiet = np.full(n, 1000.0)
+        self.alive = np.ones(n, dtype=bool)
+        self.order = np.zeros(n, dtype=np.int64)
+        self.order_point = self.pos.copy()
+        self.target = np.full(n, -1, dtype=np.int64)
+        self._hit_by = np.full(n, -1, dtype=np.int64)
+        self._hit_age = np.full(n, 1 << 20, dtype=np.int64)
+        self._burst = np.zeros(n, dtype=bool)
+        if self._goal_segment is not None:  # 2m_vs_1z: a point drawn on the segment each episode
+            a, b = np.asarray(self._goal_segment, dtype=np.float64)
+            self._goals[1] = a + (b - a) * self.rng.random()
+        self.heuristic_targets = [None] * self.n_agents
         self._episode_steps = 0
-        self.death_tracker = np.zeros(self.n, dtype=bool)
-        self.prev_hs = self.hp + self.sh
+        self.death_tracker = np.zeros(n, dtype=bool)
         self.last_action = np.zeros((self.n_agents, self.n_actions), dtype=np.float32)
         self.win_counted = self.defeat_counted = False
-        self._simulate(2)  # SMAC observes two loops after the restart
+        self._simulate(RESET_LOOPS)
         if self._trace:
             self._last_trace = self._trace
         self._trace = [(self.pos.copy(), self.alive.copy())]  # for save_replay
@@ -293,14 +309,26 @@ class SkirmishEnv(MultiAgentEnv):
         self._cache = None
         return self.get_obs(), self.get_state()
 
+    def full_restart(self):
+        """SMAC relaunches StarCraft II here; the simulator just starts a new battle."""
+        self.force_restarts += 1
+        return self.reset()
+
     def step(self, actions):
-        actions = np.asarray(actions, dtype=np.int64).reshape(-1)
-        avail = self._avail()
-        if not avail[np.arange(self.n_agents), actions].all():
-            bad = int(np.flatnonzero(avail[np.arange(self.n_agents), actions] == 0)[0])
-            raise AssertionError(f"agent {bad} cannot take action {actions[bad]}")
-        self.last_action = np.eye(self.n_actions, dtype=np.float32)[actions]
-        self._orders(actions)
+        actions_int = np.asarray([int(a) for a in actions], dtype=np.int64)
+        self.last_action = np.eye(self.n_actions, dtype=np.float32)[actions_int]
+        if self.heuristic_ai:
+            actions_int = self._heuristic_actions()
+            if isinstance(actions, list):  # SMAC writes the actions taken back into the list
+                actions[:] = actions_int.tolist()
+        elif not self.builtin_agents:
+            avail = self._avail()
+            ok = avail[np.arange(self.n_agents), actions_int]
+            if not ok.all():
+                bad = int(np.flatnonzero(ok == 0)[0])
+                raise AssertionError(f"Agent {bad} cannot perform action {actions_int[bad]}")
+        if not self.builtin_agents:
+            self._orders(actions_int)
         self._simulate(self.step_mul)
         self._trace.append((self.pos.copy(), self.alive.copy()))
         self._total_steps += 1
@@ -339,14 +367,24 @@ class SkirmishEnv(MultiAgentEnv):
 
     def _end_code(self, alive_a, alive_e):
         na, ne = alive_a.sum(), alive_e.sum()
-        med_a = self.is_medivac[:self.n_agents]
-        if (na == 0 and ne > 0) or (self.is_mmm and not (alive_a & ~med_a).any()):
+        if (na == 0 and ne > 0) or self.only_medivac_left(ally=True):
             return -1
-        if (na > 0 and ne == 0) or (self.is_mmm and ne == 1 and (alive_e & self.is_medivac[self.n_agents:]).any()):
+        if (na > 0 and ne == 0) or self.only_medivac_left(ally=False):
             return 1
         if na == 0 and ne == 0:
             return 0
         return None
+
+    def only_medivac_left(self, ally):
+        """SMAC's MMM rule: a side whose only living units are Medivacs has lost (for the enemy
+        side: exactly one unit, the Medivac, is left)."""
+        if not self.is_mmm:
+            return False
+        sel = slice(0, self.n_agents) if ally else slice(self.n_agents, self.n)
+        alive, med = self.alive[sel], self.is_medivac[sel]
+        if ally:
+            return not (alive & ~med).any()
+        return int(alive.sum()) == 1 and bool((alive & med).any())
 
     def _reward(self):
         hs = self.hp + self.sh
@@ -374,182 +412,63 @@ class SkirmishEnv(MultiAgentEnv):
         move = (actions >= 2) & (actions <= 5) & alive
         dirs = np.array([[0, 0], [0, 0], [0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)
         pts = self.pos[:na] + dirs[np.minimum(actions, 5)] * self.move_amount
-        self.order[:na] = np.where(actions == 1, 0, self.order[:na])
-        self.order[:na][move] = 1
+        stop = (actions == 1) & alive
+        self.order[:na][stop] = sim.IDLE
+        self.order[:na][move] = sim.MOVE
         self.order_point[:na][move] = pts[move]
         att = (actions >= 6) & alive
         heal = att & self.is_medivac[:na]
         attack = att & ~self.is_medivac[:na]
         tgt = np.where(heal, actions - 6, na + actions - 6)
         # a ground-only weapon cannot take an air target: SC2 rejects the order
-        ok = attack & ~(self.flying[np.minimum(np.maximum(tgt, 0), self.n - 1)] & ~self.hits_air[:na])
-        self.order[:na][ok] = 2
-        self.order[:na][heal] = 3
-        self.target[:na] = np.where(ok | heal, tgt, np.where(actions == 1, -1, self.target[:na]))
-        self.target[:na][move | (actions == 1)] = -1
+        ok = attack & ~(self.flying[np.clip(tgt, 0, self.n - 1)] & ~self._ints[:na, sim.HITS_AIR].astype(bool))
+        self.order[:na][ok] = sim.ATTACK
+        self.order[:na][heal] = sim.HEAL
+        self.target[:na] = np.where(ok | heal, tgt, self.target[:na])
+        self.target[:na][move | stop] = -1
 
     def _simulate(self, loops):
-        for _ in range(int(np.ceil(loops / SUBSTEP))):
-            self._substep(SUBSTEP)
+        if self.attack_jitter:
+            jitter = self.rng.integers(JITTER_LOOPS[0], JITTER_LOOPS[1] + 1, (loops, self.n)).astype(np.float64)
+        else:
+            jitter = np.zeros((loops, self.n))
+        fields = self._fields if self._fields is not None else np.zeros((1, 1, 1), np.float32)
+        sim.run_loops(loops, jitter, self._flt, self._ints, self.grid, fields, self._fields is not None,
+                      self._modes, self._goals, self._facing, self.pos, self.hp, self.sh, self.energy, self.cooldown,
+                      self.quiet, self.alive, self.target, self.order, self.order_point, self._hit_by,
+                      self._hit_age, self._burst)
 
-    def _substep(self, dt):
-        na, pos, alive = self.n_agents, self.pos, self.alive
-        diff = pos[None, :, :] - pos[:, None, :]  # [i, j] = p_j - p_i
-        dist = np.sqrt((diff ** 2).sum(-1))
-        reach = self._reach
-        valid = self._valid_base & alive[None, :]
-
-        # enemies: keep a target in range, else acquire the nearest hittable agent in range
-        tgt = self.target
-        e = np.arange(na, self.n)
-        cur = tgt[e]
-        has = cur >= 0
-        keep = has & alive[np.maximum(cur, 0)] & (dist[e, np.maximum(cur, 0)] <= reach[e, np.maximum(cur, 0)])
-        cand = valid[e] & (dist[e] <= self._acquire)
-        nearest = np.where(cand, dist[e], np.inf).argmin(axis=1)
-        tgt[e] = np.where(keep, cur, np.where(cand.any(axis=1), nearest, -1))
-        # agents: drop dead targets
-        a_t = tgt[:na]
-        dead_t = (a_t >= 0) & ~alive[np.maximum(a_t, 0)]
-        tgt[:na] = np.where(dead_t, -1, a_t)
-        self.order[:na] = np.where(dead_t & (self.order[:na] >= 2), 0, self.order[:na])
-
-        has_t = (tgt >= 0) & alive
-        ti = np.maximum(tgt, 0)
-        d_t = dist[np.arange(self.n), ti]
-        heal_range = 4.0 + self.radius + self.radius[ti]
-        in_range = has_t & np.where(self.is_medivac, d_t <= heal_range, d_t <= reach[np.arange(self.n), ti])
-
-        # desired destination
-        dest = pos.copy()
-        moving = np.zeros(self.n, dtype=bool)
-        chase = has_t & ~in_range
-        dest[chase] = pos[ti[chase]]
-        moving |= chase
-        am = (self.order == 1) & (self.team == 0) & alive
-        dest[am] = self.order_point[am]
-        moving |= am
-        ene = (self.team == 1) & alive & ~has_t & (self.speed > 0)
-        if self.enemy_order == "attack_group":
-            agents_alive = alive[:na]
-            if agents_alive.any():
-                d_ag = np.where(agents_alive[None, :], dist[:, :na], np.inf)
-                dest[ene] = pos[:na][d_ag[ene].argmin(axis=1)]
-                moving |= ene
-        elif self.enemy_order == "attack_move":
-            far = ene & (np.sqrt(((self.goal - pos) ** 2).sum(-1)) > 0.5)
-            dest[far] = self.goal[far]
-            moving |= far
-        med_e = self.is_medivac & (self.team == 1) & alive & ~has_t
-        if med_e.any():  # the enemy Medivac follows its army
-            friends = alive & (self.team == 1) & ~self.is_medivac
-            if friends.any():
-                dest[med_e] = pos[friends].mean(axis=0)
-                moving |= med_e
-        if self.paths is not None:
-            walkers = moving & alive & ~self.flying & ~self.is_colossus
-            if walkers.any():
-                dest[walkers] = self.paths.waypoints(pos[walkers], dest[walkers])
-        step_vec = dest - pos
-        length = np.sqrt((step_vec ** 2).sum(-1))
-        travel = np.minimum(length, self.speed * dt)
-        v = np.where(length[:, None] > 1e-9, step_vec / np.maximum(length, 1e-9)[:, None], 0.0)
-        new = pos + v * (travel * moving * alive)[:, None]
-
-        # separation between overlapping ground units (Colossi and air units apart)
-        d2 = new[None, :, :] - new[:, None, :]
-        dn = np.sqrt((d2 ** 2).sum(-1))
-        overlap = self._rsum - dn
-        pair = (overlap > 0) & alive[:, None] & alive[None, :] & self._same_cls
-        if pair.any():
-            same = dn < 1e-6  # coincident units separate along a fixed direction
-            if same.any():
-                d2 = np.where(same[..., None], np.array([1e-3, 0.0]) * self._order_sign, d2)
-                dn = np.maximum(np.sqrt((d2 ** 2).sum(-1)), 1e-6)
-            push = np.where(pair, overlap / 2 / np.maximum(dn, 1e-6), 0.0)[..., None] * d2
-            new = new - push.sum(axis=1) * self._movable
-        # terrain: ground units keep their centre on pathable cells (axis by axis)
-        new = np.minimum(np.maximum(new, 0.0), 31.999)
-        ground = self._ground & alive
-        ok = self.grid[new[:, 0].astype(int), new[:, 1].astype(int)] | ~ground
-        if not ok.all():
-            tryx = np.stack([new[:, 0], pos[:, 1]], 1)
-            okx = self.grid[tryx[:, 0].astype(int), tryx[:, 1].astype(int)]
-            tryy = np.stack([pos[:, 0], new[:, 1]], 1)
-            oky = self.grid[tryy[:, 0].astype(int), tryy[:, 1].astype(int)]
-            fallback = np.where(okx[:, None], tryx, np.where(oky[:, None], tryy, pos))
-            new = np.where(ok[:, None], new, fallback)
-        self.pos = np.where(alive[:, None], new, pos)
-
-        # weapons: fire when in range with the cooldown done; hits of the sub-step land together
-        self.cooldown = np.maximum(self.cooldown - dt, -dt)
-        fire = in_range & self.armed & (self.cooldown <= 0) & alive
-        self.cooldown = np.where(fire | (self.cooldown > 0), self.cooldown, 0.0)
-        if fire.any():
-            shooters = np.flatnonzero(fire)
-            victims = tgt[shooters]
-            raw = self.dmg[shooters] + self.bonus[shooters] * (
-                (self.bonus_light[shooters] & self.light[victims])
-                | (self.bonus_armored[shooters] & self.armored[victims]))
-            hits = self.hits[shooters]
-            # splash: the Colossus beam (a 2.8 x 0.3 bar across the line of fire, centred on the
-            # target) and the Baneling burst (a disc of 2.2 around it); hostile ground units only
-            spl = self.is_colossus[shooters] | self.is_baneling[shooters]
-            if spl.any():
-                s = np.flatnonzero(spl)
-                att, tg = shooters[s], victims[s]
-                rel = self.pos[None, :, :] - np.where(self.is_baneling[att][:, None], self.pos[att],
-                                                      self.pos[tg])[:, None, :]  # [k, n, 2]
-                u = self.pos[tg] - self.pos[att]
-                u = u / np.maximum(np.sqrt((u ** 2).sum(-1, keepdims=True)), 1e-9)
-                across = np.abs((rel * u[:, None, :]).sum(-1))
-                along = np.abs(rel[..., 0] * -u[:, None, 1] + rel[..., 1] * u[:, None, 0])
-                r = self.radius[None, :]
-                bar = (along <= 1.4 + r) & (across <= 0.15 + r)
-                disc = np.sqrt((rel ** 2).sum(-1)) <= 2.2 + r
-                hit = np.where(self.is_baneling[att][:, None], disc, bar) & alive[None, :] \
-                    & ~self.flying[None, :] & (self.team[None, :] != self.team[att][:, None])
-                hit[np.arange(len(s)), tg] = False
-                sh_i, vi = np.nonzero(hit)
-                shooters_x = att[sh_i]
-                extra_raw = self.dmg[shooters_x] + self.bonus[shooters_x] * (
-                    (self.bonus_light[shooters_x] & self.light[vi])
-                    | (self.bonus_armored[shooters_x] & self.armored[vi]))
-                victims = np.concatenate([victims, vi])
-                raw = np.concatenate([raw, extra_raw])
-                hits = np.concatenate([hits, self.hits[shooters_x]])
-            total = np.zeros(self.n)
-            n_hits = np.zeros(self.n)
-            np.add.at(total, victims, raw * hits)
-            np.add.at(n_hits, victims, hits)
-            absorbed = np.minimum(self.sh, total)
-            self.sh -= absorbed
-            rest = total - absorbed
-            loss = np.where(rest > 0, np.maximum(rest - self.armour * n_hits, 0.5 * n_hits), 0.0)
-            self.hp = self.hp - loss
-            self.quiet = np.where(total > 0, 0.0, self.quiet)
-            self.cooldown[shooters] = (self.cd_loops[shooters] + self.rng.integers(-1, 3, len(shooters))
-                                       + self.cooldown[shooters])  # the part of the sub-step already spent
-            self.hp[shooters[self.is_baneling[shooters]]] = 0.0  # a Baneling dies bursting
-
-        # healing (Medivacs), regeneration, energy
-        heal = in_range & self.is_medivac & alive & (self.energy > 0)
-        if heal.any():
-            h = np.flatnonzero(heal)
-            t = tgt[h]
-            ok_t = self.bio[t] & (self.hp[t] < self.hp_max[t]) & alive[t]
-            amount = np.minimum(0.5625 * dt, self.hp_max[t] - self.hp[t]) * ok_t
-            np.add.at(self.hp, t, amount)
-            self.energy[h] -= amount / 3.0
-        self.quiet += dt
-        self.sh = np.where((self.quiet >= 160) & alive, np.minimum(self.sh + 0.125 * dt, self.sh_max), self.sh)
-        self.hp = np.where(self.regen & alive & (self.hp > 0),
-                           np.minimum(self.hp + 0.01709 * dt, self.hp_max), self.hp)
-        self.energy = np.where(self.is_medivac, np.minimum(self.energy + 0.03516 * dt, 200.0), 0.0)
-        died = alive & (self.hp <= 0)
-        self.hp[died] = 0.0
-        self.sh[died] = 0.0
-        self.alive = alive & ~died
+    def _heuristic_actions(self):
+        """SMAC's heuristic_ai: each agent keeps a target until it dies, else takes the nearest
+        living enemy (Marauders skip Medivacs; Medivacs heal the nearest damaged ally, else
+        no-op); with heuristic_rest, an attack that is not available becomes one step toward it."""
+        na = self.n_agents
+        actions = np.zeros(na, dtype=np.int64)
+        avail = self._avail() if self.heuristic_rest else None
+        for a in range(na):
+            pos = self.pos[a]
+            tgt = self.heuristic_targets[a]
+            if self.is_medivac[a]:
+                if tgt is None or self.hp[tgt] == 0 or self.hp[tgt] == self.hp_max[tgt]:
+                    cand = [j for j in range(na) if not self.is_medivac[j] and self.hp[j] != 0
+                            and self.hp[j] != self.hp_max[j]]
+                    tgt = min(cand, key=lambda j: (math.hypot(*(self.pos[j] - pos)), j)) if cand else None
+                target_pos = None if tgt is None else self.pos[tgt]
+            else:
+                if tgt is None or self.hp[na + tgt] == 0:
+                    cand = [e for e in range(self.n_enemies) if self.hp[na + e] > 0
+                            and not (self.kinds[a] == "marauder" and self.is_medivac[na + e])]
+                    tgt = min(cand, key=lambda e: (math.hypot(*(self.pos[na + e] - pos)), e)) if cand else None
+                target_pos = None if tgt is None else self.pos[na + tgt]
+            self.heuristic_targets[a] = tgt
+            if tgt is None:
+                continue
+            action = tgt + self.n_actions_no_attack
+            if self.heuristic_rest and not avail[a, action]:
+                dx, dy = target_pos - pos
+                action = (4 if dx > 0 else 5) if abs(dx) > abs(dy) else (2 if dy > 0 else 3)
+            actions[a] = action
+        return actions
 
     # --- actions, observations, state -------------------------------------------------------
     def _avail(self):
@@ -658,7 +577,7 @@ class SkirmishEnv(MultiAgentEnv):
         na = self.n_agents
         cx = cy = 16.0
         a_cols = [self.hp[:na] / self.hp_max[:na],
-                  np.where(self.is_medivac[:na], self.energy[:na] / 200.0, self.cooldown[:na] / self.max_cd[:na]),
+                  np.where(self.is_medivac[:na], self.energy[:na] / 200.0, np.maximum(self.cooldown[:na], 0.0) / self.max_cd[:na]),
                   (self.pos[:na, 0] - cx) / self.max_distance_x, (self.pos[:na, 1] - cy) / self.max_distance_y]
         if self.shield_bits_ally:
             a_cols.append(self.sh[:na] / self.sh_max[:na])
@@ -705,7 +624,7 @@ class SkirmishEnv(MultiAgentEnv):
         info = {"state_shape": self.get_state_size(), "obs_shape": self.obs_size,
                 "n_actions": self.n_actions, "n_agents": self.n_agents, "n_enemies": self.n_enemies,
                 "episode_limit": self.episode_limit,
-                "agent_features": self.ally_state_attr_names(), "enemy_features": self.enemy_state_attr_names()}
+                "agent_features": self.ally_state_attr_names, "enemy_features": self.enemy_state_attr_names}
         if not self.obs_timestep_number:
             info["obs_entities"] = [
                 {"name": "move", "count": 1, "dim": 4},
@@ -714,14 +633,6 @@ class SkirmishEnv(MultiAgentEnv):
                 {"name": "own", "count": 1, "dim": self.own_feats}]
             info["action_entities"] = {"group": "enemies", "first_action": 6}
         return info
-
-    def ally_state_attr_names(self):
-        names = ["health", "energy/cooldown", "rel_x", "rel_y"] + ["shield"] * self.shield_bits_ally
-        return names + [f"type_{i}" for i in range(self.unit_type_bits)]
-
-    def enemy_state_attr_names(self):
-        names = ["health", "rel_x", "rel_y"] + ["shield"] * self.shield_bits_enemy
-        return names + [f"type_{i}" for i in range(self.unit_type_bits)]
 
     # --- SMAC's helper methods ---------------------------------------------------------------
     def get_obs_move_feats_size(self):
@@ -736,47 +647,115 @@ class SkirmishEnv(MultiAgentEnv):
     def get_obs_own_feats_size(self):
         return self.own_feats
 
+    def get_ally_num_attributes(self):
+        return len(self.ally_state_attr_names)
+
+    def get_enemy_num_attributes(self):
+        return len(self.enemy_state_attr_names)
+
+    def get_state_dict(self):
+        """The state as SMAC's dict: allies [n_agents, nf], enemies [n_enemies, nf], and
+        last_action / timestep when the state includes them."""
+        na = self.n_agents
+        flat = self.get_state() if not self.obs_instead_of_state else None
+        if flat is None:  # the dict always describes units, whatever the flat state holds
+            saved, self.obs_instead_of_state = self.obs_instead_of_state, False
+            flat = self.get_state()
+            self.obs_instead_of_state = saved
+        a = na * self.nf_al_s
+        e = a + self.n_enemies * self.nf_en_s
+        state = {"allies": flat[:a].reshape(na, self.nf_al_s).astype(np.float64),
+                 "enemies": flat[a:e].reshape(self.n_enemies, self.nf_en_s).astype(np.float64)}
+        if self.state_last_action:
+            state["last_action"] = self.last_action
+        if self.state_timestep_number:
+            state["timestep"] = self._episode_steps / self.episode_limit
+        return state
+
+    def get_visibility_matrix(self):
+        """[n_agents, n_agents + n_enemies] bool: which units each living agent sees (alive and
+        closer than the sight range); the ally block is symmetric, the diagonal False."""
+        na = self.n_agents
+        d = np.sqrt(((self.pos[None, :, :] - self.pos[:na, None, :]) ** 2).sum(-1))
+        vis = (d < SIGHT) & self.alive[None, :] & self.alive[:na, None]
+        vis[np.arange(na), np.arange(na)] = False
+        return vis
+
     def get_unit_by_id(self, a_id):
-        """A view of agent a_id with SMAC's field names (health, shield, pos.x, ...)."""
-        return UnitView(self, a_id)
+        """Agent a_id with SMAC's field names (health, shield, pos.x, unit_type, ...)."""
+        return self.agents[a_id]
+
+    def get_unit_types(self):
+        """Unit type ids, agents first (SMAC's allied ids), then enemies (SC2's ids)."""
+        return self.unit_types.tolist()
 
     def unit_shoot_range(self, agent_id):
-        return SHOOT
+        return 6
 
     def unit_sight_range(self, agent_id):
-        return SIGHT
+        return 9
+
+    def unit_max_cooldown(self, unit):
+        switcher = {self.marine_id: 15, self.marauder_id: 25, self.medivac_id: 200, self.stalker_id: 35,
+                    self.zealot_id: 22, self.colossus_id: 24, self.hydralisk_id: 10, self.zergling_id: 11,
+                    self.baneling_id: 1}
+        return switcher.get(unit.unit_type, 15)
+
+    def unit_max_shield(self, unit):
+        if unit.unit_type in (74, self.stalker_id):
+            return 80
+        if unit.unit_type in (73, self.zealot_id):
+            return 50
+        if unit.unit_type in (4, self.colossus_id):
+            return 150
+        return None
+
+    @staticmethod
+    def distance(x1, y1, x2, y2):
+        return math.hypot(x2 - x1, y2 - y1)
+
+    def check_bounds(self, x, y):
+        return 0 <= x < self.map_x and 0 <= y < self.map_y
+
+    def can_move(self, unit, direction):
+        """Whether a move in direction (Direction or 0-3: N, S, E, W) is available to unit."""
+        m = self._move_amount / 2
+        dx, dy = {Direction.NORTH: (0, m), Direction.SOUTH: (0, -m), Direction.EAST: (m, 0)}.get(direction, (-m, 0))
+        x, y = int(unit.pos.x + dx), int(unit.pos.y + dy)
+        return bool(self.check_bounds(x, y) and self.pathing_grid[x, y])
+
+    def get_surrounding_points(self, unit, include_self=False):
+        x, y, ma = int(unit.pos.x), int(unit.pos.y), self._move_amount
+        points = [(x, y + 2 * ma), (x, y - 2 * ma), (x + 2 * ma, y), (x - 2 * ma, y),
+                  (x + ma, y + ma), (x - ma, y - ma), (x + ma, y - ma), (x - ma, y + ma)]
+        return points + [(x, y)] if include_self else points
+
+    def get_surrounding_pathing(self, unit):
+        return [self.pathing_grid[x, y] if self.check_bounds(x, y) else 1
+                for x, y in self.get_surrounding_points(unit)]
+
+    def seed(self, seed=None):
+        """The env's seed (SMAC's seed()); seed(s) restarts the random number stream from s."""
+        if seed is not None:
+            self._seed = seed
+            self.rng = np.random.default_rng(seed)
+        return self._seed
 
     def render(self, pos=None, alive=None):
         """An RGB image [256, 256, 3] of the battle: agents blue, enemies red, terrain grey."""
-        pos = self.pos if pos is None else pos
-        alive = self.alive if alive is None else alive
-        scale = 8
-        img = np.where(self.grid.T[::-1, :, None], 200, 90).astype(np.uint8).repeat(scale, 0).repeat(scale, 1)
-        img = np.repeat(img, 3, axis=2) if img.shape[2] == 1 else img
-        yy, xx = np.mgrid[0:256, 0:256]
-        for i in np.flatnonzero(alive):
-            cx, cy = pos[i, 0] * scale, (32 - pos[i, 1]) * scale
-            disc = (xx - cx) ** 2 + (yy - cy) ** 2 <= (self.radius[i] * scale) ** 2
-            img[disc] = (40, 90, 230) if self.team[i] == 0 else (220, 50, 40)
-        return img
+        return render.frame(self.grid, self.pos if pos is None else pos,
+                            self.alive if alive is None else alive, self.radius, self.team)
 
     def save_replay(self):
         """Writes the last finished episode (else the current one) as an animated GIF to
         replay_dir (default results/replays); returns the path."""
         import os
-        import time
-
-        from PIL import Image
         trace = self._last_trace or self._trace
         if not trace:
             return None
-        folder = self.replay_dir or os.path.join("results", "replays")
-        os.makedirs(folder, exist_ok=True)
-        name = f"{self.replay_prefix or self.map_name}_{time.strftime('%Y%m%d-%H%M%S')}.gif"
-        path = os.path.join(folder, name)
-        frames = [Image.fromarray(self.render(p, a)) for p, a in trace]
-        frames[0].save(path, save_all=True, append_images=frames[1:], duration=150, loop=0)
-        return path
+        return render.write_gif([self.render(p, a) for p, a in trace],
+                                self.replay_dir or os.path.join("results", "replays"),
+                                self.replay_prefix or self.map_name)
 
     def close(self):
         pass

@@ -1,9 +1,5 @@
 """SMAC's maps and unit statistics for the skirmish simulator (SC2 4.10-era data, Normal speed,
 converted to game loops: 16 loops per game second)."""
-import os
-
-import numpy as np
-
 LOOPS = 16.0
 
 # name: sc2 id, hp, shield, armour, light, armored, bio, radius, speed (cells/s), damage, hits,
@@ -98,8 +94,9 @@ MAPS = {
     "bane_vs_bane": _m([("zergling", 20), ("baneling", 4)], [("zergling", 20), ("baneling", 4)], 200,
                        "bane", "L3", agent_at=(16.0, 11.0), enemy_at=(16.0, 21.0),
                        order=("attack_move", (16.0, 8.0))),
+    # the Zealot attack-moves to a point drawn each episode on the segment between the Marines
     "2m_vs_1z": _m([("marine", 2)], [("zealot", 1)], 150, "marines", "L3", agent_at=(16.0, 12.0),
-                   enemy_at=(16.0, 19.0), order=("attack_move", (16.0, 12.0))),
+                   enemy_at=(16.0, 19.0), order=("attack_move", ((13.0, 12.0), (19.0, 12.0)))),
 }
 # Per-group spawn points where SMAC creates groups at different points.
 GROUP_SPAWNS = {
@@ -107,28 +104,6 @@ GROUP_SPAWNS = {
     "2s_vs_1sc": {"agents_each": [(11.12, 10.34), (16.98, 10.37)]},
     "2m_vs_1z": {"agents_each": [(13.0, 12.0), (19.0, 12.0)]},
 }
-
-
-def load_layouts():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "terrain.txt")
-    layouts, name, rows = {}, None, []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#") and len(line) != 32:
-                continue
-            if line.startswith("L") and len(line) < 4:
-                if name:
-                    layouts[name] = rows
-                name, rows = line, []
-            else:
-                rows.append(line)
-    layouts[name] = rows
-    grids = {}
-    for name, rows in layouts.items():
-        grid = np.array([[c == "." for c in row] for row in rows], dtype=bool)  # [y from 31 down, x]
-        grids[name] = grid[::-1].T.copy()  # -> grid[x, y]
-    return grids
 
 
 def type_index(map_type, unit, enemy):

@@ -1,0 +1,436 @@
+"""The skirmish game loop: SC2's default unit behaviour resolved one game loop at a time.
+
+One call advances the battle `n_loops` loops. Per loop, in order: target upkeep (agents drop dead
+targets; enemies keep, release or acquire one, retaliate against agents that hit them, Medivacs
+pick whom to heal), desired motion (orders, chasing, path-following around walls), collisions,
+weapons (cooldowns, shots of the loop resolved together, Colossus beam, Baneling bursts on
+contact and on death), healing and regeneration. The kernel is compiled with numba when it is
+installed (the loop is sequential, and at <= 66 units numpy's per-call overhead would cost more
+than the work); without numba the same code runs as plain Python, slowly.
+"""
+import math
+
+import numpy as np
+
+try:
+    from numba import njit
+except ImportError:  # pragma: no cover - the same code, interpreted
+    def njit(*args, **kwargs):
+        if args and callable(args[0]):
+            return args[0]
+        return lambda f: f
+
+# SC2 rates per game loop (Normal speed: 16 loops per game second)
+SHIELD_REGEN_DELAY = 160.0  # loops without damage before shields regenerate (10 s)
+SHIELD_REGEN = 0.125        # shield per loop (2/s)
+ZERG_REGEN = 0.01709        # life per loop (0.2734/s)
+ENERGY_REGEN = 0.03516      # Medivac energy per loop (0.5625/s)
+MAX_ENERGY = 200.0
+HEAL_RATE = 0.5625          # Medivac heal, HP per loop (9/s)
+HEAL_PER_ENERGY = 3.0       # HP restored per point of energy
+HEAL_RANGE = 4.0            # Medivac heal cast range (edge to edge)
+ENEMY_HEAL_SCAN = 6.0       # how far an enemy Medivac looks for someone to heal (centre to centre)
+BANELING_SPLASH = 2.2       # Baneling burst radius
+BEAM_HALF_LENGTH = 1.4      # Colossus beam: a 2.8 x 0.3 bar across the line of fire
+BEAM_HALF_WIDTH = 0.15
+MIN_HIT = 0.5               # SC2's least damage a hit does to health
+RETALIATE_LOOPS = 16        # an enemy hit within this many loops answers its attacker
+ARRIVE = 0.5                # enemies stop this close to their attack-move point
+
+# unit order kinds
+IDLE, MOVE, ATTACK, HEAL = 0, 1, 2, 3
+# how the scripted side's units behave when they have no target (the map's trigger order)
+ATTACK_MOVE, ATTACK_GROUP, STATIC = 0, 1, 2
+ENEMY_MODES = {"attack_move": ATTACK_MOVE, "attack_group": ATTACK_GROUP, "static": STATIC}
+
+# columns of the per-unit float table
+RADIUS, SPEED, DMG, HITS, BONUS, ARMOUR, RANGE, COOLDOWN, ACQUIRE, HP_MAX, SH_MAX = range(11)
+N_FLOAT = 11
+# columns of the per-unit int table
+TEAM, BONUS_VS, LIGHT, ARMORED, BIO, HITS_GROUND, HITS_AIR, FLYING, REGEN, KIND, CLASS, SCRIPTED = range(12)
+N_INT = 12
+# KIND values
+K_PLAIN, K_MEDIVAC, K_COLOSSUS, K_BANELING = 0, 1, 2, 3
+# BONUS_VS values
+VS_NONE, VS_LIGHT, VS_ARMORED = 0, 1, 2
+
+
+@njit(cache=True)
+def _can_hit(ints, i, j):
+    if ints[j, FLYING]:
+        return ints[i, HITS_AIR] == 1
+    return ints[i, HITS_GROUND] == 1
+
+
+@njit(cache=True)
+def _raw_damage(flt, ints, i, j):
+    raw = flt[i, DMG]
+    vs = ints[i, BONUS_VS]
+    if (vs == VS_LIGHT and ints[j, LIGHT]) or (vs == VS_ARMORED and ints[j, ARMORED]):
+        raw += flt[i, BONUS]
+    return raw
+
+
+@njit(cache=True)
+def _hit(flt, hp, sh, quiet, j, raw, n_hits):
+    """SC2's per-hit rule: shields absorb first (no armour on them); armour reduces what reaches
+    health, never below MIN_HIT; each hit of a multi-hit weapon on its own."""
+    for _ in range(n_hits):
+        rest = raw
+        if sh[j] > 0.0:
+            absorbed = min(sh[j], rest)
+            sh[j] -= absorbed
+            rest -= absorbed
+        if rest > 0.0:
+            hp[j] -= max(rest - flt[j, ARMOUR], MIN_HIT)
+    quiet[j] = 0.0
+
+
+@njit(cache=True)
+def _clear(grid, x0, y0, x1, y1):
+    """Whether the straight segment between two points crosses only pathable cells."""
+    dx, dy = x1 - x0, y1 - y0
+    n = int(math.sqrt(dx * dx + dy * dy) / 0.25) + 1
+    for k in range(n + 1):
+        t = k / n
+        cx, cy = int(x0 + dx * t), int(y0 + dy * t)
+        if cx < 0 or cy < 0 or cx > 31 or cy > 31 or not grid[cx, cy]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _waypoint(grid, fields, x, y, gx, gy):
+    """Where a ground unit at (x, y) heads to reach (gx, gy): straight there when the segment is
+    clear, else the centre of the neighbouring cell closest to the goal along the grid."""
+    if _clear(grid, x, y, gx, gy):
+        return gx, gy
+    g = min(max(int(gx), 0), 31) * 32 + min(max(int(gy), 0), 31)
+    cx, cy = min(max(int(x), 0), 31), min(max(int(y), 0), 31)
+    here = fields[g, cx, cy]
+    best, bx, by = here, -1, -1
+    for ddx in range(-1, 2):
+        for ddy in range(-1, 2):
+            nx, ny = cx + ddx, cy + ddy
+            if (ddx == 0 and ddy == 0) or nx < 0 or ny < 0 or nx > 31 or ny > 31:
+                continue
+            if ddx != 0 and ddy != 0 and not (grid[cx + ddx, cy] and grid[cx, cy + ddy]):
+                continue
+            if fields[g, nx, ny] < best:
+                best, bx, by = fields[g, nx, ny], nx, ny
+    if bx < 0:
+        return gx, gy
+    return bx + 0.5, by + 0.5
+
+
+@njit(cache=True)
+def _burst(flt, ints, pos, hp, sh, quiet, alive, hit_by, hit_age, b):
+    """A Baneling's burst: one hit on every living hostile ground unit the disc touches."""
+    for j in range(len(hp)):
+        if not alive[j] or ints[j, TEAM] == ints[b, TEAM] or ints[j, FLYING]:
+            continue
+        d = math.hypot(pos[j, 0] - pos[b, 0], pos[j, 1] - pos[b, 1])
+        if d <= BANELING_SPLASH + flt[j, RADIUS]:
+            _hit(flt, hp, sh, quiet, j, _raw_damage(flt, ints, b, j), 1)
+            hit_by[j], hit_age[j] = b, 0
+
+
+@njit(cache=True)
+def run_loops(n_loops, jitter, flt, ints, grid, fields, use_paths, modes, goals, facing,
+              pos, hp, sh, energy, cd, quiet, alive, target, order, opoint, hit_by, hit_age, burst):
+    """Advances the battle n_loops game loops in place. jitter [n_loops, N]: loops added to each
+    cooldown that starts in that loop. Units under orders (agents) follow them; scripted units
+    (enemies; agents too when both sides play the built-in behaviour) follow SC2's default unit
+    behaviour under their team's map order modes[team] toward goals[team]. facing [2, 2]: the
+    direction each team faces the other; equally near targets are told apart by the side they
+    stand on relative to it, which the mirror image of a battle leaves unchanged."""
+    n = len(hp)
+    shooters = np.empty(n, np.int64)
+    in_range = np.zeros(n, np.bool_)
+    moving = np.zeros(n, np.bool_)
+    dest = np.empty((n, 2))
+    new = np.empty((n, 2))
+    push = np.empty((n, 2))
+    before = np.empty(n, np.int64)
+    for loop in range(n_loops):
+        # 1. target upkeep (every unit reads the targets as they were at the start of the loop,
+        # so the result does not depend on unit order)
+        before[:] = target
+        for i in range(n):
+            if not alive[i]:
+                continue
+            t = target[i]
+            if t >= 0 and not alive[t]:
+                t = -1
+            team = ints[i, TEAM]
+            mode = modes[team]
+            if not ints[i, SCRIPTED]:
+                if t < 0 and order[i] >= ATTACK:
+                    order[i] = IDLE
+                target[i] = t
+                continue
+            if ints[i, KIND] == K_MEDIVAC:  # autocast heal: lowest-health damaged friendly nearby
+                if t >= 0 and hp[t] >= flt[t, HP_MAX]:
+                    t = -1
+                if t < 0:
+                    low = np.inf
+                    for j in range(n):
+                        if (j != i and alive[j] and ints[j, TEAM] == team and ints[j, BIO]
+                                and hp[j] < flt[j, HP_MAX] and hp[j] < low
+                                and math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]) <= ENEMY_HEAL_SCAN):
+                            low, t = hp[j], j
+                target[i] = t
+                continue
+            if flt[i, DMG] <= 0.0:
+                continue
+            if t >= 0:
+                d = math.hypot(pos[t, 0] - pos[i, 0], pos[t, 1] - pos[i, 1])
+                reach = flt[i, RANGE] + flt[i, RADIUS] + flt[t, RADIUS]
+                attacking_me = before[t] == i and (ints[t, SCRIPTED] or order[t] == ATTACK)
+                if not (d <= reach or (attacking_me and mode != STATIC)):
+                    t = -1
+            if t < 0:
+                best, side = np.inf, -np.inf
+                for j in range(n):
+                    if not alive[j] or ints[j, TEAM] == team or not _can_hit(ints, i, j):
+                        continue
+                    d = math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1])
+                    if mode == STATIC:
+                        ok = d <= flt[i, RANGE] + flt[i, RADIUS] + flt[j, RADIUS]
+                    else:
+                        ok = (mode == ATTACK_GROUP or d < flt[i, ACQUIRE] + flt[j, RADIUS]
+                              or (hit_by[i] == j and hit_age[i] <= RETALIATE_LOOPS))
+                    if not ok or d > best + 1e-9:
+                        continue
+                    c = facing[team, 0] * (pos[j, 1] - pos[i, 1]) - facing[team, 1] * (pos[j, 0] - pos[i, 0])
+                    if d < best - 1e-9 or c > side:
+                        best, side, t = d, c, j
+            target[i] = t
+
+        # 2. desired motion
+        for i in range(n):
+            moving[i] = False
+            in_range[i] = False
+            if not alive[i]:
+                continue
+            t = target[i]
+            team = ints[i, TEAM]
+            engaged = t >= 0 and (ints[i, SCRIPTED] or order[i] >= ATTACK)
+            if engaged:
+                d = math.hypot(pos[t, 0] - pos[i, 0], pos[t, 1] - pos[i, 1])
+                if ints[i, KIND] == K_MEDIVAC:
+                    reach = HEAL_RANGE + flt[i, RADIUS] + flt[t, RADIUS]
+                else:
+                    reach = flt[i, RANGE] + flt[i, RADIUS] + flt[t, RADIUS]
+                if d <= reach:
+                    in_range[i] = True
+                else:
+                    moving[i] = True
+                    dest[i, 0], dest[i, 1] = pos[t, 0], pos[t, 1]
+            elif not ints[i, SCRIPTED]:
+                if order[i] == MOVE:
+                    moving[i] = True
+                    dest[i, 0], dest[i, 1] = opoint[i, 0], opoint[i, 1]
+            elif ints[i, KIND] == K_MEDIVAC:  # follow the army
+                cx = cy = 0.0
+                k = 0
+                for j in range(n):
+                    if alive[j] and ints[j, TEAM] == team and ints[j, KIND] != K_MEDIVAC:
+                        cx += pos[j, 0]
+                        cy += pos[j, 1]
+                        k += 1
+                if k > 0 and math.hypot(cx / k - pos[i, 0], cy / k - pos[i, 1]) > ARRIVE:
+                    moving[i] = True
+                    dest[i, 0], dest[i, 1] = cx / k, cy / k
+            elif modes[team] == ATTACK_MOVE:
+                gx, gy = goals[team, 0], goals[team, 1]
+                if math.hypot(gx - pos[i, 0], gy - pos[i, 1]) > ARRIVE:
+                    moving[i] = True
+                    dest[i, 0], dest[i, 1] = gx, gy
+            if moving[i] and flt[i, SPEED] <= 0.0:
+                moving[i] = False
+
+        # 3. integrate, collide, keep ground units on pathable cells
+        for i in range(n):
+            new[i, 0], new[i, 1] = pos[i, 0], pos[i, 1]
+            if not moving[i]:
+                continue
+            tx, ty = dest[i, 0], dest[i, 1]
+            if use_paths and not ints[i, FLYING] and ints[i, KIND] != K_COLOSSUS:
+                tx, ty = _waypoint(grid, fields, pos[i, 0], pos[i, 1], tx, ty)
+            dx, dy = tx - pos[i, 0], ty - pos[i, 1]
+            length = math.hypot(dx, dy)
+            step = flt[i, SPEED]
+            if not ints[i, SCRIPTED] and order[i] == MOVE and target[i] < 0:
+                left = math.hypot(dest[i, 0] - pos[i, 0], dest[i, 1] - pos[i, 1])
+                if left <= step:  # the move order completes this loop
+                    order[i] = IDLE
+            if length > 1e-9:
+                f = min(step, length) / length
+                new[i, 0] += dx * f
+                new[i, 1] += dy * f
+        for _ in range(2):  # pushes of a pass computed from the same positions, then applied
+            push[:] = 0.0
+            for i in range(n):
+                if not alive[i]:
+                    continue
+                for j in range(i + 1, n):
+                    if not alive[j] or ints[i, CLASS] != ints[j, CLASS]:
+                        continue
+                    dx, dy = new[j, 0] - new[i, 0], new[j, 1] - new[i, 1]
+                    d = math.hypot(dx, dy)
+                    overlap = flt[i, RADIUS] + flt[j, RADIUS] - d
+                    if overlap <= 0.0:
+                        continue
+                    if d < 1e-9:
+                        dx, dy, d = 1.0, 0.0, 1.0
+                    hostile = ints[i, TEAM] != ints[j, TEAM]
+                    wi = _give(flt, i, moving[i], in_range[i], hostile)
+                    wj = _give(flt, j, moving[j], in_range[j], hostile)
+                    if wi + wj <= 0.0:
+                        continue
+                    si, sj = overlap * wi / (wi + wj) / d, overlap * wj / (wi + wj) / d
+                    push[i, 0] -= dx * si
+                    push[i, 1] -= dy * si
+                    push[j, 0] += dx * sj
+                    push[j, 1] += dy * sj
+            new += push
+        for i in range(n):
+            if not alive[i]:
+                continue
+            x, y = min(max(new[i, 0], 0.0), 31.999), min(max(new[i, 1], 0.0), 31.999)
+            if not ints[i, FLYING] and ints[i, KIND] != K_COLOSSUS and not grid[int(x), int(y)]:
+                if grid[int(x), int(pos[i, 1])]:
+                    y = pos[i, 1]
+                elif grid[int(pos[i, 0]), int(y)]:
+                    x = pos[i, 0]
+                else:
+                    x, y = pos[i, 0], pos[i, 1]
+            pos[i, 0], pos[i, 1] = x, y
+
+        # 4. weapons: every ready unit in range shoots; the shots of the loop land together
+        n_shots = 0
+        for i in range(n):
+            fired = False
+            if alive[i] and in_range[i] and ints[i, KIND] != K_MEDIVAC and flt[i, DMG] > 0.0 and cd[i] <= 0.0:
+                if _can_hit(ints, i, target[i]):
+                    shooters[n_shots] = i
+                    n_shots += 1
+                    fired = True
+                    cd[i] += flt[i, COOLDOWN] + jitter[loop, i]  # keeps the fraction of a loop
+            if not fired and cd[i] < 0.0:
+                cd[i] = 0.0
+            if cd[i] > 0.0:
+                cd[i] -= 1.0
+        was_alive = alive.copy()
+        for s in range(n_shots):
+            i = shooters[s]
+            t = target[i]
+            kind = ints[i, KIND]
+            if kind == K_BANELING:
+                _burst(flt, ints, pos, hp, sh, quiet, was_alive, hit_by, hit_age, i)
+                hp[i] = 0.0
+                burst[i] = True
+            elif kind == K_COLOSSUS:
+                ux, uy = pos[t, 0] - pos[i, 0], pos[t, 1] - pos[i, 1]
+                u = max(math.hypot(ux, uy), 1e-9)
+                ux, uy = ux / u, uy / u
+                for j in range(n):
+                    if not was_alive[j] or ints[j, TEAM] == ints[i, TEAM] or ints[j, FLYING]:
+                        continue
+                    rx, ry = pos[j, 0] - pos[t, 0], pos[j, 1] - pos[t, 1]
+                    across = abs(rx * ux + ry * uy)
+                    along = abs(-rx * uy + ry * ux)
+                    r = flt[j, RADIUS]
+                    if j == t or (along <= BEAM_HALF_LENGTH + r and across <= BEAM_HALF_WIDTH + r):
+                        _hit(flt, hp, sh, quiet, j, _raw_damage(flt, ints, i, j), int(flt[i, HITS]))
+                        hit_by[j], hit_age[j] = i, 0
+            else:
+                _hit(flt, hp, sh, quiet, t, _raw_damage(flt, ints, i, t), int(flt[i, HITS]))
+                hit_by[t], hit_age[t] = i, 0
+        # deaths; a Baneling that dies bursts, which may kill more (chains resolve this loop)
+        changed = True
+        while changed:
+            changed = False
+            for i in range(n):
+                if alive[i] and hp[i] <= 0.0:
+                    alive[i] = False
+                    hp[i] = 0.0
+                    sh[i] = 0.0
+                    target[i] = -1
+                    if ints[i, KIND] == K_BANELING and not burst[i]:
+                        burst[i] = True
+                        _burst(flt, ints, pos, hp, sh, quiet, alive, hit_by, hit_age, i)
+                        changed = True
+
+        # 5. healing, regeneration, energy
+        for i in range(n):
+            if not alive[i]:
+                continue
+            if ints[i, KIND] == K_MEDIVAC:
+                t = target[i]
+                if in_range[i] and t >= 0 and alive[t] and ints[t, BIO] and (ints[i, SCRIPTED] or order[i] == HEAL):
+                    amount = min(HEAL_RATE, flt[t, HP_MAX] - hp[t], energy[i] * HEAL_PER_ENERGY)
+                    if amount > 0.0:
+                        hp[t] += amount
+                        energy[i] -= amount / HEAL_PER_ENERGY
+                energy[i] = min(energy[i] + ENERGY_REGEN, MAX_ENERGY)
+            quiet[i] += 1.0
+            hit_age[i] += 1
+            if quiet[i] >= SHIELD_REGEN_DELAY and sh[i] < flt[i, SH_MAX]:
+                sh[i] = min(sh[i] + SHIELD_REGEN, flt[i, SH_MAX])
+            if ints[i, REGEN] and hp[i] < flt[i, HP_MAX]:
+                hp[i] = min(hp[i] + ZERG_REGEN, flt[i, HP_MAX])
+
+
+@njit(cache=True)
+def _give(flt, i, moving, holding, hostile):
+    """How much of an overlap unit i yields: rooted units none; a unit on the move all of it; a
+    unit standing its ground yields little to hostiles and some to friends while it shoots."""
+    if flt[i, SPEED] <= 0.0:
+        return 0.0
+    if moving:
+        return 1.0
+    if hostile:
+        return 0.1
+    if holding:
+        return 0.25
+    return 1.0
+
+
+@njit(cache=True)
+def path_fields(grid):
+    """[32 * 32 goals, 32, 32] grid distances (8-connected, diagonals sqrt 2, no corner cutting)
+    from every cell to every goal cell; inf where unreachable."""
+    fields = np.full((1024, 32, 32), np.inf, np.float32)
+    qx = np.empty(1024 * 32, np.int64)
+    qy = np.empty(1024 * 32, np.int64)
+    for g in range(1024):
+        gx, gy = g // 32, g % 32
+        if not grid[gx, gy]:
+            continue
+        f = fields[g]
+        f[gx, gy] = 0.0
+        # label-correcting sweeps with a FIFO queue (small grid: cheap and exact)
+        head, tail = 0, 0
+        qx[tail], qy[tail] = gx, gy
+        tail += 1
+        while head != tail:
+            x, y = qx[head], qy[head]
+            head = (head + 1) % len(qx)
+            for dx in range(-1, 2):
+                for dy in range(-1, 2):
+                    nx, ny = x + dx, y + dy
+                    if (dx == 0 and dy == 0) or nx < 0 or ny < 0 or nx > 31 or ny > 31 or not grid[nx, ny]:
+                        continue
+                    if dx != 0 and dy != 0:
+                        if not (grid[x + dx, y] and grid[x, y + dy]):
+                            continue
+                        c = f[x, y] + 1.4142135
+                    else:
+                        c = f[x, y] + 1.0
+                    if c < f[nx, ny] - 1e-6:
+                        f[nx, ny] = c
+                        qx[tail], qy[tail] = nx, ny
+                        tail = (tail + 1) % len(qx)
+    return fields

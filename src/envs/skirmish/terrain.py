@@ -1,0 +1,58 @@
+"""The maps' pathable cells (from the SMAC map files' cell flags, terrain.txt) and grid distance
+fields for units that walk around walls."""
+import os
+
+import numpy as np
+
+# corridor's choke: the cell flags join its two halves only through a 2x2 block that touches
+# them diagonally, while in SC2 the cliff is diagonal and the passage about two cells wide.
+# Opening the four cells beside the block lets units (agents with N/S/E/W moves too) pass.
+CORRIDOR_CHOKE = ((13, 14), (14, 13), (11, 12), (12, 11))
+# layouts where straight lines do not reach everywhere: walkers follow distance fields
+NON_CONVEX = ("L4", "L6", "L7", "L8")
+
+_GRIDS = None
+_FIELDS = {}
+
+
+def load_layouts(path=None):
+    """{layout name: bool grid[x, y]} from terrain.txt (rows from y = 31 down, '.' pathable)."""
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "terrain.txt")
+    layouts, name, rows = {}, None, []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#") and len(line) != 32:
+                continue
+            if line.startswith("L") and len(line) < 4:
+                if name:
+                    layouts[name] = rows
+                name, rows = line, []
+            else:
+                rows.append(line)
+    layouts[name] = rows
+    grids = {}
+    for name, rows in layouts.items():
+        grid = np.array([[c == "." for c in row] for row in rows], dtype=bool)  # [y from 31 down, x]
+        grids[name] = grid[::-1].T.copy()  # -> grid[x, y]
+    for x, y in CORRIDOR_CHOKE:
+        grids["L7"][x, y] = True
+    return grids
+
+
+def grid(layout):
+    global _GRIDS
+    if _GRIDS is None:
+        _GRIDS = load_layouts()
+    return _GRIDS[layout]
+
+
+def fields(layout):
+    """[1024, 32, 32] distances to every goal cell on a non-convex layout (computed once per
+    process), or None where straight lines suffice."""
+    if layout not in NON_CONVEX:
+        return None
+    if layout not in _FIELDS:
+        from envs.skirmish.sim import path_fields
+        _FIELDS[layout] = path_fields(grid(layout))
+    return _FIELDS[layout]
