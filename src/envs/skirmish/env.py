@@ -23,7 +23,6 @@ from utils.registry import unknown_name_message
 SIGHT, SHOOT = 9.0, 6.0
 RESET_LOOPS = 2  # SMAC observes two game loops after restarting a battle
 ALLY_TYPE_BASE = 1970  # SMAC's allied "_RL" units have their own consecutive type ids
-KINDS = list(UNITS)
 MEDIVAC_RL_SPEED = 2.75  # the MMM maps' allied Medivac copy
 HYDRALISK_RL_HP = 80.0   # 6h_vs_8z's allied Hydralisks
 JITTER_LOOPS = (-1, 2)   # SC2 varies each cooldown by a whole number of loops in this range
@@ -182,7 +181,7 @@ class SkirmishEnv(MultiAgentEnv):
         speed[:na][self.is_medivac[:na]] = MEDIVAC_RL_SPEED
         self.radius, self.speed = col("radius"), speed / LOOPS
         self.flying = col("flying") > 0
-        self.bio, self.max_cd = col("bio") > 0, col("max_cd")
+        self.max_cd = col("max_cd")
         self.ally_type = np.array([type_index(self.map_type, k, False) for k in ally_kinds])
         self.enemy_type = np.array([type_index(self.map_type, k, True) for k in enemy_kinds])
         # SMAC's unit type ids: consecutive "_RL" ids for agents, SC2's own for enemies
@@ -574,6 +573,16 @@ class SkirmishEnv(MultiAgentEnv):
     def get_state(self):
         if self.obs_instead_of_state:
             return np.concatenate(self.get_obs()).astype(np.float32)
+        allies, enemies = self._unit_state()
+        parts = [allies.reshape(-1), enemies.reshape(-1)]
+        if self.state_last_action:
+            parts.append(self.last_action.reshape(-1))
+        if self.state_timestep_number:
+            parts.append(np.array([self._episode_steps / self.episode_limit]))
+        return np.concatenate(parts).astype(np.float32)
+
+    def _unit_state(self):
+        """SMAC's state rows: allies [n_agents, nf_al_s], enemies [n_enemies, nf_en_s] (dead: 0)."""
         na = self.n_agents
         cx = cy = 16.0
         a_cols = [self.hp[:na] / self.hp_max[:na],
@@ -589,12 +598,7 @@ class SkirmishEnv(MultiAgentEnv):
             e_cols.append(self.sh[na:] / self.sh_max[na:])
         enemies = np.concatenate([np.stack(e_cols, -1), self._onehot(self.enemy_type, self.unit_type_bits)], -1)
         enemies[~self.alive[na:]] = 0
-        parts = [allies.reshape(-1), enemies.reshape(-1)]
-        if self.state_last_action:
-            parts.append(self.last_action.reshape(-1))
-        if self.state_timestep_number:
-            parts.append(np.array([self._episode_steps / self.episode_limit]))
-        return np.concatenate(parts).astype(np.float32)
+        return allies, enemies
 
     def get_state_size(self):
         if self.obs_instead_of_state:
@@ -656,16 +660,8 @@ class SkirmishEnv(MultiAgentEnv):
     def get_state_dict(self):
         """The state as SMAC's dict: allies [n_agents, nf], enemies [n_enemies, nf], and
         last_action / timestep when the state includes them."""
-        na = self.n_agents
-        flat = self.get_state() if not self.obs_instead_of_state else None
-        if flat is None:  # the dict always describes units, whatever the flat state holds
-            saved, self.obs_instead_of_state = self.obs_instead_of_state, False
-            flat = self.get_state()
-            self.obs_instead_of_state = saved
-        a = na * self.nf_al_s
-        e = a + self.n_enemies * self.nf_en_s
-        state = {"allies": flat[:a].reshape(na, self.nf_al_s).astype(np.float64),
-                 "enemies": flat[a:e].reshape(self.n_enemies, self.nf_en_s).astype(np.float64)}
+        allies, enemies = self._unit_state()
+        state = {"allies": allies.astype(np.float64), "enemies": enemies.astype(np.float64)}
         if self.state_last_action:
             state["last_action"] = self.last_action
         if self.state_timestep_number:
