@@ -5,12 +5,16 @@ Merge order (later wins): config/default.yaml <- config/envs/<env>.yaml <- confi
 bad value and the valid choices.
 """
 import copy
+import math
+import operator
 import os
+import re
 import sys
 
 import yaml
 
 from utils.errors import ConfigError
+from utils.values import coerce, type_name
 from utils.registry import unknown_name_message
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,13 +32,20 @@ def available(kind):
     return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
 
 
+def yaml_error(path, e):
+    """One line naming the file, the line and what is wrong."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    what = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return f"{path} is not valid YAML{where}: {what}"
+
+
 def load_yaml(path):
     try:
         with open(path) as f:
             data = yaml.safe_load(f)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{os.path.relpath(path, ROOT)} is not valid YAML: "
-                          f"{str(e).splitlines()[0]}") from None
+        raise ConfigError(yaml_error(os.path.relpath(path, ROOT), e)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -70,8 +81,10 @@ def parse_argv(argv):
             overrides.append((key.strip(), value))
         elif arg == "with":
             in_with = True
-        elif arg.startswith("--config") or arg.startswith("--env-config"):
+        elif arg.startswith("--"):
             flag, _, value = arg.partition("=")
+            if flag not in ("--config", "--env-config"):
+                raise ConfigError(unknown_name_message("option", flag, ["--config", "--env-config"]))
             if not value:
                 if i + 1 >= len(argv):
                     raise ConfigError(f"{flag} needs a name. {USAGE}")
@@ -79,10 +92,8 @@ def parse_argv(argv):
                 value = argv[i]
             if flag == "--config":
                 alg = value
-            elif flag == "--env-config":
-                env = value
             else:
-                raise ConfigError(unknown_name_message("option", flag, ["--config", "--env-config"]))
+                env = value
         elif "=" in arg:  # Sacred-style without the 'with' keyword is a common slip
             raise ConfigError(f"put overrides after 'with': ... with {arg}")
         else:
@@ -101,63 +112,16 @@ def parse_value(raw):
     return value
 
 
-def type_name(v):
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list",
-            dict: "mapping"}.get(type(v), type(v).__name__)
-
-
-def coerce(key, value, basis):
-    """`value` converted to the type of `basis` (the default), or ConfigError."""
-    if basis is None:
-        return value
-    if isinstance(basis, bool):
-        if isinstance(value, bool):
-            return value
-    elif isinstance(basis, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        number = _as_number(value)
-        if number is not None and float(number).is_integer():
-            return int(number)
-    elif isinstance(basis, float):
-        number = _as_number(value)
-        if number is not None:
-            return float(number)
-    elif isinstance(basis, str):
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-    elif isinstance(basis, list):
-        if isinstance(value, list):
-            return value
-    elif isinstance(basis, dict):
-        if isinstance(value, dict):
-            return value
-    raise ConfigError(f"{key}={value!r} has the wrong type: expected {type_name(basis)} "
-                      f"(default {basis!r}), got {type_name(value)}")
-
-
-def _as_number(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
 def apply_override(config, defaults, key, raw):
     parts = key.split(".")
     node, basis_node = config, defaults
     for depth, part in enumerate(parts[:-1]):
         if not isinstance(node.get(part), dict):
-            raise ConfigError(unknown_name_message("config key", ".".join(parts[:depth + 1]),
-                                                   _all_keys(config)))
+            prefix = ".".join(parts[:depth + 1])
+            if part in node:
+                raise ConfigError(f"config key '{key}': {prefix} is a value ({node[part]!r}), not a "
+                                  f"section of keys; set it with {prefix}=<value>")
+            raise ConfigError(unknown_key_message(prefix, _all_keys(config)))
         node = node[part]
         basis_node = basis_node.get(part) if isinstance(basis_node, dict) else None
     leaf = parts[-1]
@@ -166,10 +130,17 @@ def apply_override(config, defaults, key, raw):
         if parts[0] in OPEN_SECTIONS and len(parts) > 1:
             node[leaf] = value  # an env argument; the env checks it
             return
-        raise ConfigError(unknown_name_message("config key", key, _all_keys(config)))
+        raise ConfigError(unknown_key_message(key, _all_keys(config)))
     # The type comes from default.yaml where it sets the key, else from the env/alg file.
     basis = basis_node[leaf] if isinstance(basis_node, dict) and leaf in basis_node else node[leaf]
     node[leaf] = coerce(key, value, basis)
+
+
+def unknown_key_message(key, keys):
+    from utils.registry import closest_few
+    guesses = closest_few(key, keys)
+    hint = f"did you mean {', '.join(guesses)}? " if guesses else ""
+    return f"unknown config key '{key}'; {hint}(config/default.yaml lists every key)"
 
 
 def _all_keys(config, prefix=""):
@@ -194,21 +165,73 @@ def load_config(argv):
         apply_override(config, defaults, key, raw)
     config["alg_config"] = alg_name
     config["env_config"] = env_name
-    return validate(config)
+    return validate(config, defaults)
 
 
-def _check_choice(config, key, choices):
-    value = config.get(key)
-    if value not in choices:
-        raise ConfigError(unknown_name_message(key, value, [c for c in choices if c is not None]))
+class KeySpec:
+    """The type and range (or choices) declared in braces at the start of a key's comment in
+    default.yaml: `{int >= 1}`, `{float in (0, 1]}`, `{float > 0 or null}`, `{one of: hard, soft}`."""
+
+    PATTERN = re.compile(r"(int|float)(?:\s*(>=|>|<=|<)\s*(\S+)|\s+in\s*([\[(])\s*([^,]+),\s*"
+                         r"([^\])]+?)\s*([\])]))?")
+
+    def __init__(self, text):
+        self.text = text.strip()
+        body = self.text
+        self.nullable = body.endswith(" or null")
+        if self.nullable:
+            body = body[:-len(" or null")].strip()
+        self.kind, self.choices, self.bounds = None, None, []
+        if body.startswith("one of:"):
+            self.choices = [yaml.safe_load(c.strip()) for c in body[len("one of:"):].split(",")]
+            return
+        m = self.PATTERN.fullmatch(body)
+        if m is None:
+            raise ValueError(f"cannot read the key spec {{{text}}}")
+        self.kind = m.group(1)
+        if m.group(2):
+            self.bounds = [(m.group(2), float(m.group(3)))]
+        elif m.group(4):
+            self.bounds = [(">=" if m.group(4) == "[" else ">", float(m.group(5))),
+                           ("<=" if m.group(7) == "]" else "<", float(m.group(6)))]
+
+    def check(self, key, value, default):
+        """-> the value, converted to the declared type; ConfigError if it is not allowed."""
+        if value is None and self.nullable:
+            return None
+        if self.choices is not None:
+            if value not in self.choices:
+                raise ConfigError(unknown_name_message(key, value, self.choices))
+            return value
+        basis = 0 if self.kind == "int" else 0.0
+        try:
+            value = coerce(key, value, basis)
+        except ConfigError:
+            raise ConfigError(f"{key}={value!r} has the wrong type: expected {self.text} "
+                              f"(default {default!r}), got {type_name(value)}") from None
+        if math.isnan(value) or not all(COMPARE[op](value, bound) for op, bound in self.bounds):
+            raise ConfigError(f"{key}={value!r} is out of range: expected {self.text} "
+                              f"(default {default!r})")
+        return value
 
 
-def _check_min(config, key, minimum):
-    if config[key] < minimum:
-        raise ConfigError(f"{key}={config[key]!r} is too small: it must be at least {minimum}")
+COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+SPEC_LINE = re.compile(r"^(\w+):[^#]*#\s*\{([^}]*)\}")
 
 
-def validate(config):
+def key_specs(path=None):
+    """{key: KeySpec} for every key of default.yaml whose comment declares one."""
+    path = path or os.path.join(CONFIG_DIR, "default.yaml")
+    specs = {}
+    with open(path) as f:
+        for line in f:
+            m = SPEC_LINE.match(line)
+            if m:
+                specs[m.group(1)] = KeySpec(m.group(2))
+    return specs
+
+
+def validate(config, defaults=None):
     # Registries are imported here so that a bad name is refused before anything starts.
     from components.action_selectors import REGISTRY as sel_REGISTRY
     from controllers import REGISTRY as mac_REGISTRY
@@ -225,38 +248,13 @@ def validate(config):
         registry[config[key]]
     if config["mixer"] is not None:
         mixer_REGISTRY[config["mixer"]]
-    _check_choice(config, "optimizer", ["adam", "rmsprop"])
-    _check_choice(config, "target_update_mode", ["hard", "soft"])
-    _check_choice(config, "device", ["auto", "cpu", "cuda"])
-    _check_choice(config, "reward_scalarisation", ["sum", "mean"])
-    _check_choice(config, "hypernet_layers", [1, 2])
-    _check_choice(config, "actor_other_actions", ["buffer", "policy"])
-    _check_choice(config, "continuous_actor", ["tanh", "softmax"])
-    _check_choice(config, "exploration_mode", ["gaussian", "ornstein_uhlenbeck"])
-    if not 0.0 < config["ou_theta"] <= 1.0:
-        raise ConfigError(f"ou_theta={config['ou_theta']!r} must lie in (0, 1]")
-    _check_min(config, "ou_sigma", 0)
-    if config["ou_stop_episode"] is not None:
-        _check_min(config, "ou_stop_episode", 0)
+    defaults = defaults if defaults is not None else load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+    for key, spec in key_specs().items():
+        if key in config:
+            config[key] = spec.check(key, config[key], defaults.get(key))
     from learners.selection import MODES
-    _check_choice(config, "selected", list(MODES))
-    for key in ("selected_ratio", "selected_ratio_start", "selected_ratio_end", "warm_up_ratio"):
-        if not 0.0 <= config[key] <= 1.0:
-            raise ConfigError(f"{key}={config[key]!r} must lie in [0, 1]")
-    if config["selected_alpha"] <= 0 or config["selected_epsilon"] < 0:
-        raise ConfigError(f"selected_alpha={config['selected_alpha']!r} must be positive and "
-                          f"selected_epsilon={config['selected_epsilon']!r} not negative")
-    for key, minimum in (("t_max", 0), ("batch_size", 1), ("buffer_size", 1), ("batch_size_run", 1),
-                         ("test_nepisode", 1), ("test_interval", 1), ("log_interval", 1),
-                         ("runner_log_interval", 1), ("learner_log_interval", 1),
-                         ("target_update_interval", 1), ("hidden_dim", 1),
-                         ("epsilon_anneal_time", 0), ("save_model_interval", 1), ("load_step", 0),
-                         ("torch_threads", 0), ("transition_batch_size", 0), ("train_interval_steps", 0),
-                         ("critic_hidden_dim", 1),
-                         ("transformer_embed_dim", 1), ("transformer_n_head", 1),
-                         ("transformer_n_layers", 1), ("transformer_token_dim", 1), ("start_steps", 0), ("act_noise_anneal_time", 0),
-                         ("policy_ensemble", 1)):
-        _check_min(config, key, minimum)
+    if config["selected"] not in MODES:
+        raise ConfigError(unknown_name_message("selected", config["selected"], list(MODES)))
     from modules.agents.transformer_agent import head_count_error
     if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):
         raise ConfigError(message)
@@ -272,14 +270,6 @@ def validate(config):
     if config["buffer_size"] < config["batch_size"]:
         raise ConfigError(f"buffer_size={config['buffer_size']} must be at least "
                           f"batch_size={config['batch_size']}")
-    if not 0.0 <= config["td_lambda"] <= 1.0:
-        raise ConfigError(f"td_lambda={config['td_lambda']!r} must lie in [0, 1]")
-    if config["gumbel_temperature"] <= 0:
-        raise ConfigError(f"gumbel_temperature={config['gumbel_temperature']!r} must be positive")
-    if config["critic_lr"] is not None and not isinstance(config["critic_lr"], (int, float)):
-        raise ConfigError(f"critic_lr={config['critic_lr']!r} must be a number or None")
-    if not 0.0 <= config["tau"] <= 1.0:
-        raise ConfigError(f"tau={config['tau']!r} must lie in [0, 1]")
     if config["runner"] == "episode" and config["batch_size_run"] != 1:
         raise ConfigError(f"runner=episode steps one env, but batch_size_run="
                           f"{config['batch_size_run']}; use runner=parallel or batch_size_run=1")

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import yaml  # noqa: E402
 
-from config import ROOT, load_config  # noqa: E402
+from config import ROOT, load_config, yaml_error  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.results import find_runs  # noqa: E402
 
@@ -51,7 +51,7 @@ def load_spec(path):
     except OSError as e:
         raise ConfigError(f"cannot read sweep file {path}: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+        raise ConfigError(yaml_error(path, e)) from None
     if not isinstance(spec, dict):
         raise ConfigError(f"{path} must hold a mapping")
     unknown = sorted(set(spec) - SPEC_KEYS)

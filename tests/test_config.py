@@ -65,26 +65,75 @@ def test_test_nepisode_rounded_to_runner_batches():
     (["with", "optimizer=sgd"], "unknown optimizer 'sgd'; valid choices: adam, rmsprop"),
     (["with", "hypernet_layers=3"], "unknown hypernet_layers '3'"),
     (["with", "continuous_actor=sigmoid"], "unknown continuous_actor 'sigmoid'; valid choices: softmax, tanh"),
-    (["with", "train_interval_steps=-1"], "train_interval_steps=-1 is too small"),
+    (["with", "train_interval_steps=-1"], "train_interval_steps=-1 is out of range: expected int >= 0 (default 0)"),
     (["with", "exploration_mode=ou"], "unknown exploration_mode 'ou'; valid choices: gaussian, ornstein_uhlenbeck"),
-    (["with", "ou_theta=0"], "ou_theta=0.0 must lie in (0, 1]"),
-    (["with", "policy_ensemble=0"], "policy_ensemble=0 is too small: it must be at least 1"),
+    (["with", "ou_theta=0"], "ou_theta=0.0 is out of range: expected float in (0, 1]"),
+    (["with", "policy_ensemble=0"], "policy_ensemble=0 is out of range: expected int >= 1"),
     (["with", "policy_ensemble=3"], "policy_ensemble=3 draws among MADDPG actors and needs mac=maddpg_mac"),
     (["with", "env_args.scenario=simple_spred_v3"], "did you mean 'simple_spread_v3'"),
     (["with", "env_args.foo=1"], "unknown argument of mpe2.simple_spread_v3 (env_args) 'foo'"),
     (["with", "batch_size_run=4"], "runner=episode steps one env"),
-    (["with", "batch_size=0"], "batch_size=0 is too small"),
+    (["with", "batch_size=0"], "batch_size=0 is out of range: expected int >= 1 (default 32)"),
     (["with", "common_reward=False"], "needs common_reward=True"),
     (["with", "evaluate=True"], "evaluate=True needs checkpoint_path"),
     (["with", "env_args.continuous_actions=True"], "needs a continuous-action learner"),
     (["with", "checkpoint_path=/nonexistent"], "is not a folder"),
     (["t_max=5"], "put overrides after 'with'"),
+    # numeric keys: the type and range declared in default.yaml's comments
+    (["with", "lr=-1"], "lr=-1.0 is out of range: expected float > 0 (default 0.0005)"),
+    (["with", "lr=0"], "lr=0.0 is out of range: expected float > 0"),
+    (["with", "gamma=1.5"], "gamma=1.5 is out of range: expected float in [0, 1] (default 0.99)"),
+    (["with", "epsilon_start=2"], "epsilon_start=2.0 is out of range: expected float in [0, 1]"),
+    (["with", "seed=abc"], "seed='abc' has the wrong type: expected int in [0, 4294967295] or null"),
+    (["with", "seed=-1"], "seed=-1 is out of range: expected int in [0, 4294967295] or null"),
+    (["with", "seed=1.5"], "seed=1.5 has the wrong type"),
+    (["with", "critic_lr=abc"], "critic_lr='abc' has the wrong type: expected float > 0 or null"),
+    (["with", "tau=nan"], "tau=nan is out of range"),
+    (["with", "optim_alpha=1"], "optim_alpha=1.0 is out of range: expected float in [0, 1)"),
+    # env constructor arguments: typed by the scenario's signature, judged by the scenario
+    (["with", "env_args.N=abc"], "env_args.N='abc' has the wrong type: expected int (default 3), got str"),
+    (["with", "env_args.N=0"], "mpe2.simple_spread_v3 cannot be built with env_args N=0: ValueError"),
+    (["with", "env_args.local_ratio=2"], "cannot be built with env_args local_ratio=2.0: AssertionError"),
+    (["with", "env_args.max_cycles=0"], "env_args.max_cycles=0 must be a positive integer"),
+    # messages that say what is wrong
+    (["--conifg=qmix"], "unknown option '--conifg'; valid choices: --config, --env-config (did you mean '--config'?)"),
+    (["with", "t_max.x=1"], "config key 't_max.x': t_max is a value (2050000), not a section of keys"),
+    (["with", "lrr=1"], "unknown config key 'lrr'; did you mean lr, learner? (config/default.yaml lists every key)"),
 ])
 def test_refused_inputs(argv, fragment):
     with pytest.raises(ConfigError) as e:
         load_config(argv)
     assert fragment in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_unknown_key_message_is_short():
+    with pytest.raises(ConfigError) as e:
+        load_config(["with", "target_update_intervall=5"])
+    assert len(str(e.value)) < 250 and str(e.value).count(",") <= 2, str(e.value)
+
+
+def test_every_spec_in_default_yaml_parses_and_admits_its_default():
+    from config import key_specs
+    defaults = load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+    specs = key_specs()
+    assert len(specs) >= 60 and {"lr", "gamma", "seed", "t_max", "optimizer"} <= set(specs)
+    for key, spec in specs.items():
+        assert spec.check(key, defaults[key], defaults[key]) == defaults[key], key
+    numeric = [k for k, v in defaults.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    assert set(numeric) <= set(specs), set(numeric) - set(specs)  # every numeric key is declared
+
+
+def test_yaml_errors_name_the_line(tmp_path, monkeypatch):
+    import config
+    (tmp_path / "algs").mkdir()
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "default.yaml").write_text(open(os.path.join(CONFIG_DIR, "default.yaml")).read())
+    (tmp_path / "envs" / "mpe.yaml").write_text(open(os.path.join(CONFIG_DIR, "envs", "mpe.yaml")).read())
+    (tmp_path / "algs" / "bad.yaml").write_text("name: bad\nlr: 0.1\n  gamma: [1\n")
+    monkeypatch.setattr(config, "CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"bad.yaml is not valid YAML \(line 3, column \d+\)"):
+        config.load_config(["--config=bad"])
 
 
 def test_main_refuses_with_exit_code_2_and_one_line(tmp_path):

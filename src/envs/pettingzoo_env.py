@@ -8,6 +8,7 @@ import numpy as np
 from envs.multiagentenv import MultiAgentEnv
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
+from utils.values import coerce
 
 # env_args keys this wrapper consumes; all others go to the scenario's constructor.
 WRAPPER_KEYS = {"scenario", "key", "seed", "common_reward", "reward_scalarisation"}
@@ -38,18 +39,26 @@ def resolve_module(env_args):
     return importlib.import_module(f"mpe2.{scenario}")
 
 
-def constructor_kwargs(module, env_args):
-    """The scenario's own arguments from env_args, checked against its constructor's signature."""
-    kwargs = {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
+def constructor_params(module):
     constructor = getattr(module, "raw_env", None)
     constructor = constructor.__init__ if constructor is not None else module.parallel_env
-    params = inspect.signature(constructor).parameters
+    return inspect.signature(constructor).parameters
+
+
+def constructor_kwargs(module, env_args):
+    """The scenario's own arguments from env_args, checked against its constructor's signature:
+    names, and types where the default gives one."""
+    kwargs = {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
+    params = constructor_params(module)
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return kwargs
     accepted = [p for p in params if p != "self"]
     passed = {}
     for k, v in kwargs.items():
         if k in accepted:
+            default = params[k].default
+            if default is not inspect.Parameter.empty and v is not None:
+                v = coerce(f"env_args.{k}", v, default)
             passed[k] = v
         elif k == "max_cycles" or k == "continuous_actions" and not v:
             continue  # mpe.yaml's defaults; the wrapper enforces max_cycles itself
@@ -60,10 +69,32 @@ def constructor_kwargs(module, env_args):
 
 
 def validate_env_args(env_args):
-    constructor_kwargs(resolve_module(env_args), env_args)
+    module = resolve_module(env_args)
+    kwargs = constructor_kwargs(module, env_args)
     if env_args.get("reward_scalarisation") not in ("sum", "mean"):
         raise ConfigError(f"env_args.reward_scalarisation={env_args.get('reward_scalarisation')!r}"
                           " is not valid; valid choices: sum, mean")
+    limit = env_args.get("max_cycles")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"env_args.max_cycles={limit!r} must be a positive integer (the episode limit)")
+    # The scenario is the judge of its own values (N=0, a negative count...): build it and reset
+    # it once here (milliseconds for mpe2), so that a value it refuses stops the run before it starts.
+    params = constructor_params(module)
+    given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
+                      if k not in params or params[k].default != v) or "its defaults"
+    try:
+        env = module.parallel_env(**kwargs)
+        try:
+            env.reset(seed=0)
+            n = len(env.possible_agents)
+        finally:
+            env.close()
+    except Exception as e:  # any failure of third-party code: report it in one line
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise ConfigError(f"{module.__name__} cannot be built with env_args {given}: "
+                          f"{type(e).__name__}: {first}") from None
+    if n == 0:
+        raise ConfigError(f"{module.__name__} with env_args {given} has no agents")
 
 
 class PettingZooEnv(MultiAgentEnv):

@@ -9,13 +9,25 @@ def closest(name, choices):
     return match[0] if match else None
 
 
-def unknown_name_message(kind, name, choices):
+def closest_few(name, choices, n=3):
+    """Up to `n` of `choices` closest to `name`, best first."""
+    return difflib.get_close_matches(str(name), [str(c) for c in choices], n=n, cutoff=0.5)
+
+
+# Longer lists of choices are not printed whole: the message offers the closest few instead.
+MAX_LISTED = 12
+
+
+def unknown_name_message(kind, name, choices, where=None):
     choices = sorted(str(c) for c in choices)
-    msg = f"unknown {kind} '{name}'; valid choices: {', '.join(choices)}"
-    guess = closest(name, choices)
-    if guess is not None:
-        msg += f" (did you mean '{guess}'?)"
-    return msg
+    if len(choices) <= MAX_LISTED:
+        msg = f"unknown {kind} '{name}'; valid choices: {', '.join(choices)}"
+        guess = closest(name, choices)
+        return msg + (f" (did you mean '{guess}'?)" if guess is not None else "")
+    guesses = closest_few(name, choices)
+    msg = f"unknown {kind} '{name}'; " + (f"did you mean {', '.join(guesses)}? " if guesses else "")
+    return msg + f"({len(choices)} valid choices" + (f", listed in {where})" if where else
+                                                     f": {', '.join(choices[:3])}, ...)")
 
 
 class Registry(dict):

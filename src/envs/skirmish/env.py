@@ -56,7 +56,8 @@ WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 def validate_env_args(env_args):
     name = env_args.get("map_name", SMAC_DEFAULTS["map_name"])
     if name not in MAPS:
-        raise ConfigError(unknown_name_message("env_args.map_name", name, sorted(MAPS)))
+        raise ConfigError(unknown_name_message("env_args.map_name", name, sorted(MAPS),
+                                               where="config/envs/skirmish.yaml"))
     for k in env_args:
         if k not in SMAC_DEFAULTS and k not in SIM_DEFAULTS and k not in WRAPPER_KEYS:
             raise ConfigError(unknown_name_message("env_args key for skirmish", k,
