@@ -165,7 +165,7 @@ def test_render_and_bad_arguments():
     img = env.render()
     assert img.shape == (256, 256, 3) and img.dtype == np.uint8
     assert (img == np.array([40, 90, 230], dtype=np.uint8)).all(-1).sum() > 0  # agents drawn
-    with pytest.raises(ConfigError, match="did you mean '3m'"):
+    with pytest.raises(ConfigError, match=r"did you mean 3m\b.*\(23 valid choices, listed in config/envs/skirmish.yaml\)"):
         SkirmishEnv(map_name="3mm")
     with pytest.raises(ConfigError, match="unknown env_args key"):
         SkirmishEnv(map_name="3m", reward_wins=1)
