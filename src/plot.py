@@ -31,7 +31,8 @@ def parse_args(argv):
                    help="keep runs whose config KEY equals VALUE (repeatable)")
     p.add_argument("--smooth", type=int, default=1, help="moving average over K logged points")
     p.add_argument("--status", default="COMPLETED,RUNNING,INTERRUPTED",
-                   help="run statuses to include (comma-separated)")
+                   help="run statuses to include (comma-separated; others: FAILED, and DIED "
+                        "for a run left RUNNING by a killed process)")
     p.add_argument("--out", default=None, help="output path without extension")
     p.add_argument("--aggregate", choices=["iqm"], default=None,
                    help="also aggregate final values across tasks (rliable IQM, stratified bootstrap)")
@@ -136,7 +137,14 @@ def main(argv=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    missing = [d for d in a.dirs if not os.path.isdir(d)]
+    if missing:
+        raise SystemExit(f"error: no such folder: {', '.join(missing)}")
     df = load_runs(a.dirs, metrics=[a.metric], status=set(a.status.split(",")))
+    skipped = df.attrs.get("skipped", {})
+    if skipped:
+        print("left out by --status: " + ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
+              + (" (DIED: killed without a record)" if "DIED" in skipped else ""), file=sys.stderr)
     if df.empty:
         raise SystemExit(f"error: no runs with metric '{a.metric}' under {', '.join(a.dirs)}")
     df = apply_filters(df, a.filter)

@@ -42,6 +42,7 @@ def swept(tmp_path_factory):
     with open(os.path.join(running, "run.json")) as f:
         info = json.load(f)
     info["status"] = "RUNNING"
+    info["host"]["pid"] = os.getpid()  # a live process: still running, not died
     with open(os.path.join(running, "run.json"), "w") as f:
         json.dump(info, f)
     return root, spec

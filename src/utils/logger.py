@@ -41,6 +41,14 @@ class Logger:
     def setup_sacred(self, sacred_run):
         self.sacred_run = sacred_run
 
+    def check_records(self):
+        """Raise the first error an observer met writing the record (a full disk): the run
+        stops instead of training on with nothing recorded."""
+        for obs in getattr(self.sacred_run, "observers", ()):
+            error = getattr(obs, "write_error", None)
+            if error is not None:
+                raise error
+
     def setup_tb(self, directory):
         from torch.utils.tensorboard import SummaryWriter
         self.tb_writer = SummaryWriter(log_dir=directory)

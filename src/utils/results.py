@@ -7,6 +7,8 @@ import json
 import os
 import warnings
 
+from utils.files import run_status
+
 
 def flatten(d, prefix=""):
     out = {}
@@ -47,7 +49,7 @@ def read_run(path):
         raise ValueError(f"{path}: {e}") from None
     if not isinstance(metrics, dict) or not isinstance(config, dict):
         raise ValueError(f"{path}: unexpected contents")
-    info = {"run_dir": path, "run_id": os.path.basename(path), "status": run.get("status", "UNKNOWN")}
+    info = {"run_dir": path, "run_id": os.path.basename(path), "status": run_status(run)}
     info.update(flatten({k: v for k, v in config.items() if k != "seed"}))
     info["seed"] = config.get("seed")
     return info, metrics
@@ -55,12 +57,14 @@ def read_run(path):
 
 def load_runs(folders, metrics=None, status=None):
     """Tidy DataFrame of every readable run under `folders`; unreadable runs are skipped with a
-    warning. metrics: keep only these metric names; status: keep only runs with these statuses."""
+    warning. metrics: keep only these metric names; status: keep only runs with these statuses
+    (DIED: left RUNNING by a process that was killed). df.attrs["skipped"] counts the runs each
+    status filter left out."""
     import pandas as pd
 
     if isinstance(folders, str):
         folders = [folders]
-    rows = []
+    rows, skipped = [], {}
     for path in find_runs(folders):
         try:
             info, run_metrics = read_run(path)
@@ -68,6 +72,7 @@ def load_runs(folders, metrics=None, status=None):
             warnings.warn(f"skipping unreadable run {e}", stacklevel=2)
             continue
         if status is not None and info["status"] not in status:
+            skipped[info["status"]] = skipped.get(info["status"], 0) + 1
             continue
         for name, series in run_metrics.items():
             if metrics is not None and name not in metrics:
@@ -82,6 +87,9 @@ def load_runs(folders, metrics=None, status=None):
     columns = ["run_dir", "run_id", "status", "metric", "t_env", "value"]
     df = pd.DataFrame(rows)
     if df.empty:
-        return pd.DataFrame(columns=columns)
-    first = [c for c in columns if c in df.columns]
-    return df[first + [c for c in df.columns if c not in first]]
+        df = pd.DataFrame(columns=columns)
+    else:
+        first = [c for c in columns if c in df.columns]
+        df = df[first + [c for c in df.columns if c not in first]]
+    df.attrs["skipped"] = skipped
+    return df
