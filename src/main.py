@@ -10,27 +10,26 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from config import ROOT, USAGE, load_config  # noqa: E402
+from config import ROOT, USAGE, load_config, results_base  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
+from utils.files import disk_full_message, is_disk_full  # noqa: E402
 from utils.logger import get_console_logger  # noqa: E402
 
 
 def results_folder(config):
     env_args = config["env_args"]
     task = env_args.get("map_name") or env_args.get("key") or env_args.get("scenario") or "default"
-    base = config["local_results_path"]
-    if not os.path.isabs(base):
-        base = os.path.join(ROOT, base)
+    base = results_base(config)
     parts = [config["experiment"]] if config.get("experiment") else []
     return base, os.path.join(base, "sacred", *parts, config["env"], str(task), config["name"])
 
 
 def build_experiment(config, console):
     from sacred import SETTINGS, Experiment
-    from sacred.observers import FileStorageObserver
     from sacred.utils import apply_backspaces_and_linefeeds
 
     import run as run_module
+    from utils.records import RecordObserver
 
     SETTINGS.CONFIG.READ_ONLY_CONFIG = False
     SETTINGS.CAPTURE_MODE = "sys"
@@ -39,7 +38,7 @@ def build_experiment(config, console):
     ex.captured_out_filter = apply_backspaces_and_linefeeds
     ex.add_config(config)
     _, sacred_dir = results_folder(config)
-    ex.observers.append(FileStorageObserver(sacred_dir))
+    ex.observers.append(RecordObserver(sacred_dir))
 
     @ex.main
     def sacred_main(_run, _config):
@@ -48,12 +47,28 @@ def build_experiment(config, console):
     return ex
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (a cluster's time limit, kill): handled as Ctrl-C is, so the record says
+    INTERRUPTED instead of staying RUNNING."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Interrupted(signum)
+
+
+def _not_sacred_abort(record):
+    # Sacred logs "Aborted after ..." on an interrupt; main says it once, with the record's path.
+    return not str(record.msg).startswith("Aborted after")
 
 
 def main(argv):
     console = get_console_logger()
+    for handler in console.handlers:
+        handler.addFilter(_not_sacred_abort)
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
         return 0
@@ -70,16 +85,31 @@ def main(argv):
     config["local_results_path"] = base
 
     ex = build_experiment(config, console)
-    # A terminated job (cluster time limit, kill) is recorded as INTERRUPTED, not left RUNNING.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         ex.run()
     except ConfigError as e:  # found only once the env exists (e.g. its action space)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"interrupted by {signal.Signals(signum).name}; the run's record is marked "
+              f"INTERRUPTED: {sacred_record(ex)}", file=sys.stderr)
+        return 128 + signum
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        print(f"error: {disk_full_message(e)}; the run stopped (its record keeps what was written "
+              f"before: {sacred_record(ex)})", file=sys.stderr)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def sacred_record(ex):
+    folder = getattr(ex.observers[0], "dir", None) if ex.observers else None
+    return folder or "none was written"
 
 
 if __name__ == "__main__":

@@ -24,12 +24,15 @@ the others go on; the exit code is 1 if any failed.
 """
 import argparse
 import concurrent.futures
+import ctypes
 import hashlib
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -124,19 +127,76 @@ def log_path(run, spec):
     return os.path.join(folder, f"{run['config']}_seed{run['seed']}_{run['key']}.log")
 
 
-def run_process(cmd, log):
-    """One run as a subprocess with one torch thread; -> exit code."""
+def child_setup():
+    """In each run's process: end (as INTERRUPTED, through its SIGTERM handler) when the sweep
+    dies, however it dies."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def run_env():
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # runs share the cores
-    with open(log, "w") as f:
-        return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    return env
+
+
+class LocalRuns:
+    """The local backend's runs, each a subprocess in its own session: Ctrl-C reaches the sweep
+    only, and the sweep passes one SIGINT to each running run and starts no more."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.procs = set()
+        self.stopping = False
+
+    def run(self, cmd, log):
+        """-> exit code, or None when the sweep was stopped before this run started."""
+        with self.lock:
+            if self.stopping:
+                return None
+            with open(log, "w") as f:
+                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=run_env(),
+                                     cwd=ROOT, start_new_session=True, preexec_fn=child_setup)
+            self.procs.add(p)
+        try:
+            return p.wait()
+        finally:
+            with self.lock:
+                self.procs.discard(p)
+
+    def stop(self, sig=signal.SIGINT):
+        with self.lock:
+            self.stopping = True
+            for p in self.procs:
+                if p.poll() is None:
+                    p.send_signal(sig)
 
 
 def run_local(jobs, workers):
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_process, cmd, log): (run, log) for run, cmd, log in jobs}
-        for fut in concurrent.futures.as_completed(futures):
-            yield futures[fut], fut.result()
+    runs = LocalRuns()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+    futures = {pool.submit(runs.run, cmd, log): (run, log) for run, cmd, log in jobs}
+    pending = set(futures)
+    interrupted = False
+    try:
+        while pending:
+            try:
+                done, pending = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
+            except KeyboardInterrupt:
+                # A second Ctrl-C while the runs wind down sends SIGTERM (also recorded as
+                # INTERRUPTED) to any that are still going.
+                runs.stop(signal.SIGTERM if interrupted else signal.SIGINT)
+                interrupted = True
+                continue
+            for fut in done:
+                yield futures[fut], fut.result()
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def run_ray(jobs, address):
@@ -150,23 +210,42 @@ def run_ray(jobs, address):
         # Defined here so Ray ships it by value: workers need not import this module. Runs on a
         # cluster need the repository at the same path on every node.
         import os as _os
+        import signal as _signal
         import subprocess as _subprocess
         env = dict(_os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
         _os.makedirs(_os.path.dirname(log), exist_ok=True)
         with open(log, "w") as f:
-            return _subprocess.call(cmd, stdout=f, stderr=_subprocess.STDOUT, env=env, cwd=cwd)
+            p = _subprocess.Popen(cmd, stdout=f, stderr=_subprocess.STDOUT, env=env, cwd=cwd)
+            try:
+                return p.wait()
+            except KeyboardInterrupt:  # ray.cancel: the run ends INTERRUPTED, not killed
+                p.send_signal(_signal.SIGINT)
+                return p.wait()
 
     remote = ray.remote(num_cpus=1)(ray_run)
+    interrupted = False
     try:
         refs = {remote.remote(cmd, log, ROOT): (run, log) for run, cmd, log in jobs}
         pending = list(refs)
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                ready, pending = ray.wait(pending, num_returns=1)
+            except KeyboardInterrupt:
+                interrupted = True
+                for ref in pending:
+                    ray.cancel(ref)  # queued: never start; running: interrupted (above)
+                continue
             for ref in ready:
-                yield refs[ref], ray.get(ref)
+                try:
+                    rc = ray.get(ref)
+                except (ray.exceptions.TaskCancelledError, ray.exceptions.RayTaskError):
+                    rc = None if interrupted else 1
+                yield refs[ref], rc
     finally:
         ray.shutdown()
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def describe(run):
@@ -252,16 +331,36 @@ def main(argv=None):
     else:
         print(f"error: unknown backend '{backend}'; valid choices: local, ray", file=sys.stderr)
         return 2
-    failed = 0
+    failed = completed = stopped = 0
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         for (run, log), rc in results:
+            if rc is None:
+                continue  # never started: the sweep was stopped
+            if rc in (130, 143):  # interrupted (Ctrl-C, SIGTERM): its record says INTERRUPTED
+                stopped += 1
+                print(f"interrupted {describe(run)} -> {log}", flush=True)
+                continue
             failed += rc != 0
+            completed += rc == 0
             print(f"{'done  ' if rc == 0 else f'FAILED (exit {rc})'} {describe(run)} -> {log}", flush=True)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"sweep {spec['experiment']}: {len(todo) - failed} completed, {failed} failed")
-    return 1 if failed else 0
+    except KeyboardInterrupt:
+        print(f"sweep {spec['experiment']} interrupted: {completed} completed, {stopped} "
+              f"interrupted, {failed} failed, {len(todo) - completed - stopped - failed} not "
+              f"started (run the sweep again to go on)", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(f"sweep {spec['experiment']}: {completed} completed, {failed} failed"
+          + (f", {stopped} interrupted" if stopped else ""))
+    return 1 if failed or stopped else 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

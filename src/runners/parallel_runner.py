@@ -1,4 +1,7 @@
+import ctypes
 import multiprocessing as mp
+import os
+import signal
 import sys
 import traceback
 
@@ -12,12 +15,35 @@ class EnvWorkerError(RuntimeError):
     """An env worker process failed or died."""
 
 
-def env_worker(remote, env_name, env_args):
+def die_with_parent(parent_pid):
+    """Ask Linux to kill this process when its parent dies, however it dies (kill -9, the OOM
+    killer). Forked workers inherit each other's pipe ends, so the pipe alone may never show EOF."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def next_message(remote, parent_pid):
+    """The next message; exits when the parent is gone (where PR_SET_PDEATHSIG is missing)."""
+    while not remote.poll(1.0):
+        if os.getppid() != parent_pid:
+            os._exit(1)
+    return remote.recv()
+
+
+def env_worker(remote, env_name, env_args, parent_pid=None):
     """Owns one env; answers (command, data) messages with ("ok", result) or ("error", text)."""
+    parent_pid = parent_pid or os.getppid()
+    die_with_parent(parent_pid)
     try:
         env = env_REGISTRY[env_name](**env_args)
         while True:
-            cmd, data = remote.recv()
+            cmd, data = next_message(remote, parent_pid)
             if cmd == "step":
                 reward, terminated, info = env.step(data)
                 out = env_data(env)
@@ -32,8 +58,7 @@ def env_worker(remote, env_name, env_args):
             elif cmd == "get_stats":
                 remote.send(("ok", env.get_stats()))
             elif cmd == "save_replay":
-                env.save_replay()
-                remote.send(("ok", None))
+                remote.send(("ok", env.save_replay()))
             elif cmd == "close":
                 env.close()
                 remote.send(("ok", None))
@@ -66,7 +91,8 @@ class ParallelRunner(RunnerBase):
             if base_seed is not None:
                 env_args["seed"] = base_seed + i
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=env_worker, args=(child, args.env, env_args), daemon=True)
+            p = ctx.Process(target=env_worker, args=(child, args.env, env_args, os.getpid()),
+                            daemon=True)
             p.start()
             child.close()  # so that a dead worker shows as EOF, not a hang
             self.parent_conns.append(parent)
@@ -108,8 +134,8 @@ class ParallelRunner(RunnerBase):
         return self.env_info
 
     def save_replay(self):
-        for i in range(self.batch_size):
-            self._call(i, "save_replay")
+        """-> the path each env wrote (None where it writes none)."""
+        return [self._call(i, "save_replay") for i in range(self.batch_size)]
 
     def close_env(self):
         if self.closed:
