@@ -231,6 +231,33 @@ def key_specs(path=None):
     return specs
 
 
+def results_base(config):
+    base = config["local_results_path"]
+    return base if os.path.isabs(base) else os.path.join(ROOT, base)
+
+
+def check_results_path(config):
+    """Refuse a results folder that is a file or cannot be written, before anything starts."""
+    import tempfile
+    base = results_base(config)
+    probe = base
+    while not os.path.exists(probe):  # the nearest existing folder is where writing starts
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        where = "is a file" if probe == base else f"lies under a file ({probe})"
+        raise ConfigError(f"local_results_path={config['local_results_path']!r} {where}; give a "
+                          "folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        raise ConfigError(f"local_results_path={config['local_results_path']!r} cannot be written "
+                          f"({probe}: {e.strerror})") from None
+
+
 def validate(config, defaults=None):
     # Registries are imported here so that a bad name is refused before anything starts.
     from components.action_selectors import REGISTRY as sel_REGISTRY
@@ -297,8 +324,20 @@ def validate(config, defaults=None):
                           "env_args.continuous_actions=True needs a continuous-action learner")
     if config["evaluate"] and not config["checkpoint_path"]:
         raise ConfigError("evaluate=True needs checkpoint_path=<folder of saved models>")
-    if config["checkpoint_path"] and not os.path.isdir(config["checkpoint_path"]):
-        raise ConfigError(f"checkpoint_path={config['checkpoint_path']!r} is not a folder")
+    if config["checkpoint_path"]:
+        if not os.path.isdir(config["checkpoint_path"]):
+            raise ConfigError(f"checkpoint_path={config['checkpoint_path']!r} is not a folder")
+        from utils.checkpoint import check_checkpoint
+        check_checkpoint(config["checkpoint_path"], config["load_step"])
+    if config["save_replay"]:
+        from envs import SAVES_REPLAYS
+        if config["env"] not in SAVES_REPLAYS:
+            raise ConfigError(f"save_replay=True: env {config['env']!r} cannot save replays "
+                              f"(envs that can: {', '.join(sorted(SAVES_REPLAYS))})")
+        if not config["evaluate"]:
+            raise ConfigError("save_replay=True saves a replay of the evaluation episodes and "
+                              "needs evaluate=True (and checkpoint_path)")
+    check_results_path(config)
 
     # The env gets the run-level reward settings; its own arguments are checked by the env.
     config["env_args"]["common_reward"] = config["common_reward"]

@@ -51,6 +51,12 @@ def run(_run, config, console=None):
         logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
     try:
         return run_sequential(args, logger)
+    except BaseException:
+        # Sacred reads the captured console output only while its capture is open, and it is
+        # closed by the time a failed or interrupted run writes its last record: read it now.
+        if _run is not None and hasattr(_run, "_get_captured_output"):
+            _run._get_captured_output()
+        raise
     finally:
         logger.close()
 
@@ -156,7 +162,9 @@ def evaluate_sequential(args, runner, logger):
     for _ in range(max(1, args.test_nepisode // runner.batch_size)):
         runner.run(test_mode=True)
     if args.save_replay:
-        runner.save_replay()
+        for path in runner.save_replay():
+            if path:
+                logger.console_logger.info(f"saved replay {path}")
     logger.print_recent_stats(f"evaluation at t_env {runner.t_env}")
 
 
@@ -178,12 +186,26 @@ def train_loop(args, runner, buffer, learner, logger, episode):
         gc.unfreeze()
 
 
+# Console progress by the clock too, so a slow (shared) machine is never silent for long. These
+# lines go to the console only: the metrics stay the same whatever the machine's speed.
+FIRST_PROGRESS_S = 30
+PROGRESS_EVERY_S = 60
+
+
+def next_multiple(t, interval):
+    return (t // interval + 1) * interval
+
+
 def _train(args, runner, buffer, learner, logger, episode, t_start):
-    last_test_t = t_start - args.test_interval - 1
-    last_log_t = t_start
+    # Tests and summaries fall due when t_env crosses a multiple of their interval, tests first:
+    # a summary then shows the test phase just run (when log_interval is a multiple of
+    # test_interval, as in every shipped config).
+    next_test_t = t_start  # a test phase before any training
+    next_log_t = next_multiple(t_start, args.log_interval)
     model_save_t = t_start
     n_test_runs = max(1, args.test_nepisode // runner.batch_size)
     progress = Progress(args.t_max, t_start)
+    next_progress = progress.start_time + FIRST_PROGRESS_S
 
     pending = 0  # env steps collected since the last update (train_interval_steps > 0)
     while runner.t_env <= args.t_max:
@@ -204,8 +226,8 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
             learner.train(sample, runner.t_env, episode)
         episode += runner.batch_size
 
-        if (runner.t_env - last_test_t) / args.test_interval >= 1.0:
-            last_test_t = runner.t_env
+        if runner.t_env >= next_test_t:
+            next_test_t = next_multiple(runner.t_env, args.test_interval)
             for _ in range(n_test_runs):
                 runner.run(test_mode=True)
 
@@ -213,10 +235,16 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
             model_save_t = runner.t_env
             save_model(args, runner, learner, episode)
 
-        if runner.t_env - last_log_t >= args.log_interval:
+        now = time.time()
+        if runner.t_env >= next_log_t:
+            next_log_t = next_multiple(runner.t_env, args.log_interval)
             logger.log_stat("episode", episode, runner.t_env)
             logger.print_recent_stats(progress.line(runner.t_env, episode))
-            last_log_t = runner.t_env
+            next_progress = now + PROGRESS_EVERY_S
+        elif now >= next_progress:
+            logger.print_recent_stats(progress.line(runner.t_env, episode))
+            next_progress = now + PROGRESS_EVERY_S
+        logger.check_records()
 
     if args.save_model:
         save_model(args, runner, learner, episode)

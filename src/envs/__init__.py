@@ -37,6 +37,9 @@ REGISTRY = Registry("env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skir
 VALIDATORS = {"mpe": _validate_pettingzoo, "pettingzoo": _validate_pettingzoo,
               "skirmish": _validate_skirmish, "sc2": _validate_sc2}
 
+# Envs whose save_replay() writes something (skirmish: an animated GIF; sc2: an SC2 replay).
+SAVES_REPLAYS = {"skirmish", "sc2"}
+
 
 def validate_env_args(env, env_args):
     """Refuse bad env arguments before a run starts (no-op for envs without a validator)."""

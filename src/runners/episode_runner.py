@@ -18,7 +18,8 @@ class EpisodeRunner(RunnerBase):
         return self.env.get_env_info()
 
     def save_replay(self):
-        self.env.save_replay()
+        """-> [the path the env wrote, or None]."""
+        return [self.env.save_replay()]
 
     def close_env(self):
         self.env.close()

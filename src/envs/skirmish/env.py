@@ -745,13 +745,14 @@ class SkirmishEnv(MultiAgentEnv):
 
     def save_replay(self):
         """Writes the last finished episode (else the current one) as an animated GIF to
-        replay_dir (default results/replays); returns the path."""
+        replay_dir (default: results/replays in the repository); returns the path."""
         import os
         trace = self._last_trace or self._trace
         if not trace:
             return None
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         return render.write_gif([self.render(p, a) for p, a in trace],
-                                self.replay_dir or os.path.join("results", "replays"),
+                                self.replay_dir or os.path.join(root, "results", "replays"),
                                 self.replay_prefix or self.map_name)
 
     def close(self):

@@ -1,0 +1,347 @@
+"""Faults and bad input: a full disk, killed processes, Ctrl-C, damaged checkpoints, progress on
+a slow machine."""
+import errno
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+
+import main
+from config import load_config
+from test_integration import QUICK, read, run_main, sacred_runs
+from utils.errors import ConfigError
+
+SRC = os.path.dirname(main.__file__)
+
+
+def enospc(path=None):
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+
+class HalfWriter:
+    """A file whose writes store half the data, then fail as on a full disk."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data):
+        self.f.write(bytes(data)[:len(data) // 2])
+        self.f.flush()
+        raise enospc(getattr(self.f, "name", None))
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+# --- a full disk ---------------------------------------------------------------------------
+
+def make_observer(tmp_path):
+    import datetime
+
+    from utils.records import RecordObserver
+    obs = RecordObserver(str(tmp_path))
+    now = datetime.datetime.utcnow()
+    obs.started_event({"name": "x", "sources": [], "base_dir": str(tmp_path)}, "main",
+                      {"hostname": socket.gethostname()}, now, {"seed": 1}, {}, None)
+    return obs, now
+
+
+def test_failed_writes_never_truncate_the_record(tmp_path, monkeypatch):
+    import utils.files
+    import utils.records
+    obs, now = make_observer(tmp_path)
+    obs.log_metrics({"loss": {"values": [1.0], "steps": [10], "timestamps": [now]}}, {})
+    obs.cout = "line one\n"
+    obs.save_cout()
+    metrics = (tmp_path / "1" / "metrics.json").read_text()
+    run = (tmp_path / "1" / "run.json").read_text()
+
+    real_fdopen, real_open = os.fdopen, open
+    monkeypatch.setattr(utils.files.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
+    monkeypatch.setattr(utils.records, "open",
+                        lambda *a, **k: HalfWriter(real_open(*a, **k)), raising=False)
+    with pytest.raises(OSError) as e:
+        obs.log_metrics({"loss": {"values": [2.0], "steps": [20], "timestamps": [now]}}, {})
+    assert e.value.errno == errno.ENOSPC
+    obs.cout = "line one\nline two, longer than the first\n"
+    with pytest.raises(OSError):
+        obs.save_cout()
+    with pytest.raises(OSError):
+        obs.heartbeat_event({}, obs.cout, now, None)
+    obs.failed_event(now, ["trace"])  # final events report nothing and raise nothing
+
+    # Every file holds what it held before the disk filled, nothing half-written, no temporaries.
+    assert (tmp_path / "1" / "metrics.json").read_text() == metrics
+    assert (tmp_path / "1" / "run.json").read_text() == run
+    assert (tmp_path / "1" / "cout.txt").read_text() == "line one\n"
+    assert sorted(os.listdir(tmp_path / "1")) == ["config.json", "cout.txt", "metrics.json",
+                                                  "run.json"]
+    assert obs.write_error.errno == errno.ENOSPC
+
+    # Space again: the metrics kept in memory are all written, the first measurement included.
+    monkeypatch.undo()
+    obs.log_metrics({}, {})
+    saved = json.loads((tmp_path / "1" / "metrics.json").read_text())
+    assert saved["loss"]["values"] == [1.0, 2.0] and saved["loss"]["steps"] == [10, 20]
+
+
+def test_full_disk_during_a_checkpoint_stops_the_run_with_one_line(tmp_path, monkeypatch, capsys):
+    import utils.checkpoint
+    real_open = open
+    calls = {"n": 0}
+
+    def open_failing_second_save(path, mode="r", *a, **k):
+        f = real_open(path, mode, *a, **k)
+        if str(path).endswith("learner.th"):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                return HalfWriter(f)
+        return f
+
+    monkeypatch.setattr(utils.checkpoint, "open", open_failing_second_save, raising=False)
+    assert run_main(tmp_path, "qmix", extra=["save_model=True", "save_model_interval=100"]) == 1
+    err = capsys.readouterr().err
+    assert "error: no space left on the device holding" in err and "learner.th" in err
+    assert "Traceback" not in err
+    run = sacred_runs(tmp_path)[-1]
+    assert read(run, "run.json")["status"] == "FAILED"
+    assert "test_return_mean" in read(run, "metrics.json")  # what was recorded survives
+    assert "training for" in read(run, "cout.txt")
+    models = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    assert sorted(os.listdir(models)) == ["100"]  # the first save; the failed one left nothing
+
+
+def test_checkpoints_clean_stale_partial_folders_and_follow_the_umask(tmp_path):
+    import torch
+
+    from utils.checkpoint import save_checkpoint
+    from utils.files import current_umask
+    stale = tmp_path / ".500.abcd1234"
+    stale.mkdir()
+    (stale / "learner.th").write_bytes(b"half")
+
+    class Learner:
+        def state_dict(self):
+            return {"w": torch.zeros(2)}
+
+    folder = save_checkpoint(str(tmp_path), 600, Learner(), {})
+    assert sorted(os.listdir(tmp_path)) == ["600"]
+    assert os.stat(folder).st_mode & 0o777 == 0o777 & ~current_umask()
+
+
+# --- damaged checkpoints and bad paths: refused up front --------------------------------------
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    results = tmp_path_factory.mktemp("ckpt")
+    assert run_main(results, "qmix", extra=["save_model=True", "save_model_interval=300"]) == 0
+    return glob.glob(os.path.join(str(results), "models", "*"))[0]
+
+
+def copy_checkpoint(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return os.path.join(dst, max(os.listdir(dst), key=int))
+
+
+@pytest.mark.parametrize("damage,fragment", [
+    ("truncate", "learner.th' is truncated or not a saved model"),
+    ("garbage", "learner.th' is truncated or not a saved model"),
+    ("no_meta", "has no meta.json"),
+    ("bad_meta", "meta.json' cannot be read"),
+])
+def test_damaged_checkpoints_are_refused_before_the_run(checkpoint, tmp_path, damage, fragment):
+    step = copy_checkpoint(checkpoint, str(tmp_path / "m"))
+    weights, meta = os.path.join(step, "learner.th"), os.path.join(step, "meta.json")
+    if damage == "truncate":
+        data = open(weights, "rb").read()
+        open(weights, "wb").write(data[:len(data) // 2])
+    elif damage == "garbage":
+        open(weights, "wb").write(os.urandom(4096))
+    elif damage == "no_meta":
+        os.remove(meta)
+    else:
+        open(meta, "w").write("{not json")
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(["with", f"checkpoint_path={tmp_path / 'm'}"])
+    assert zipfile  # the check reads learner.th as the zip archive torch.save writes
+
+
+def test_undamaged_checkpoint_passes_the_check(checkpoint):
+    cfg = load_config(["with", f"checkpoint_path={checkpoint}", "evaluate=True"])
+    assert cfg["checkpoint_path"] == checkpoint
+
+
+def test_bad_results_paths_are_refused(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="local_results_path=.* is a file; give a folder"):
+        load_config(["with", f"local_results_path={f}"])
+    with pytest.raises(ConfigError, match="lies under a file"):
+        load_config(["with", f"local_results_path={f}/sub"])
+    # /sys refuses new entries to every user, root included: a folder that cannot be written
+    with pytest.raises(ConfigError, match="local_results_path='/sys/results' cannot be written"):
+        load_config(["with", "local_results_path=/sys/results"])
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["with", "save_replay=True"], "save_replay=True: env 'mpe' cannot save replays (envs that can: sc2, skirmish)"),
+    (["--env-config=skirmish", "with", "save_replay=True"], "needs evaluate=True"),
+])
+def test_replays_that_would_silently_do_nothing_are_refused(argv, fragment):
+    with pytest.raises(ConfigError) as e:
+        load_config(argv)
+    assert fragment in str(e.value)
+
+
+def test_skirmish_replay_path_is_printed(tmp_path, caplog, capsys):
+    assert run_main(tmp_path, "qmix", env="skirmish",
+                    extra=["env_args.map_name=3m", "save_model=True", "save_model_interval=300"]) == 0
+    models = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    replays = tmp_path / "replays"
+    assert run_main(tmp_path, "qmix", env="skirmish",
+                    extra=["env_args.map_name=3m", f"checkpoint_path={models}", "evaluate=True",
+                           "save_replay=True", f"env_args.replay_dir={replays}"]) == 0
+    gifs = glob.glob(str(replays / "*.gif"))
+    assert len(gifs) == 1
+    assert f"saved replay {gifs[0]}" in read(sacred_runs(tmp_path)[-1], "cout.txt")
+
+
+# --- killed processes, Ctrl-C ----------------------------------------------------------------
+
+def start_run(tmp_path, *extra):
+    cmd = [sys.executable, os.path.join(SRC, "main.py"), "--config=qmix", "with", "t_max=10000000",
+           f"local_results_path={tmp_path}", "torch_threads=1", *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"  # a zombie has exited
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
+    proc = start_run(tmp_path, "runner=parallel", "batch_size_run=2")
+    assert wait_for(lambda: len(children(proc.pid)) >= 2 and sacred_runs(tmp_path))
+    time.sleep(1)
+    workers = children(proc.pid)
+    proc.send_signal(sig)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + sig
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if not ln.startswith("[INFO")]
+    assert lines == [f"interrupted by {sig.name}; the run's record is marked INTERRUPTED: "
+                     f"{sacred_runs(tmp_path)[0]}"], err
+    assert read(sacred_runs(tmp_path)[0], "run.json")["status"] == "INTERRUPTED"
+    assert workers and not any(alive(w) for w in workers)
+
+
+def test_kill_9_leaves_no_workers_and_a_died_record(tmp_path):
+    from utils.files import run_status
+    proc = start_run(tmp_path, "runner=parallel", "batch_size_run=3")
+    assert wait_for(lambda: len(children(proc.pid)) >= 3 and sacred_runs(tmp_path))
+    workers = children(proc.pid)
+    proc.kill()
+    proc.wait()
+    assert wait_for(lambda: not any(alive(w) for w in workers), timeout=10)
+    run = read(sacred_runs(tmp_path)[0], "run.json")
+    assert run["status"] == "RUNNING" and run_status(run) == "DIED"
+
+
+def test_run_status_tells_dead_runs_apart():
+    from utils.files import run_status
+    here = socket.gethostname()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert run_status({"status": "RUNNING", "host": {"hostname": here, "pid": os.getpid()}}) == "RUNNING"
+    assert run_status({"status": "RUNNING", "host": {"hostname": here, "pid": dead.pid}}) == "DIED"
+    old, now = "2020-01-01T00:00:00.000000", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    assert run_status({"status": "RUNNING", "host": {"hostname": "elsewhere"}, "heartbeat": old}) == "DIED"
+    assert run_status({"status": "RUNNING", "host": {"hostname": "elsewhere"}, "heartbeat": now}) == "RUNNING"
+    assert run_status({"status": "COMPLETED"}) == "COMPLETED"
+
+
+def test_ctrl_c_stops_a_sweep(tmp_path):
+    spec = {"experiment": "stop", "config": "qmix", "env_config": "mpe", "seeds": [1, 2, 3],
+            "workers": 1, "overrides": {"t_max": 10000000, "local_results_path": str(tmp_path)}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(spec))
+    launch = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+              "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", launch, os.path.join(SRC, "sweep.py"), str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = os.path.join(str(tmp_path), "sacred", "stop", "mpe", "simple_spread_v3", "qmix", "1")
+    assert wait_for(lambda: os.path.exists(os.path.join(first, "run.json")))
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)  # one Ctrl-C
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["sweep stop interrupted: 0 completed, 1 interrupted, 0 failed, "
+                                        "2 not started (run the sweep again to go on)"], err
+    runs = glob.glob(os.path.join(os.path.dirname(first), "[0-9]*"))
+    assert len(runs) == 1 and read(runs[0], "run.json")["status"] == "INTERRUPTED"
+
+
+# --- messages and progress ---------------------------------------------------------------------
+
+def test_plot_names_a_missing_folder(tmp_path):
+    import plot
+    with pytest.raises(SystemExit, match="no such folder: .*nowhere"):
+        plot.main([str(tmp_path / "nowhere")])
+
+
+def test_sweep_yaml_errors_name_the_line(tmp_path, capsys):
+    import sweep
+    path = tmp_path / "s.yaml"
+    path.write_text("experiment: x\nseeds: [1, 2\nconfig: qmix\n")
+    assert sweep.main([str(path), "--dry-run"]) == 2
+    assert "is not valid YAML (line 3, column 7)" in capsys.readouterr().err
+
+
+def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, monkeypatch):
+    import run
+    monkeypatch.setattr(run, "FIRST_PROGRESS_S", 0)
+    monkeypatch.setattr(run, "PROGRESS_EVERY_S", 0)
+    argv = ["--config=qmix", "--env-config=mpe", "with", f"local_results_path={tmp_path}", "seed=1",
+            *QUICK, "t_max=400", "log_interval=200", "test_interval=100"]
+    assert main.main(argv) == 0
+    path = sacred_runs(tmp_path)[0]
+    cout = read(path, "cout.txt")
+    # a progress line after every runner call, although a summary is due only every 200 steps
+    assert cout.count(" steps/s | left ") >= 10
+    m = read(path, "metrics.json")
+    tests, summaries = m["test_return_mean"]["steps"], m["episode"]["steps"]
+    assert summaries and set(summaries) <= set(tests), (summaries, tests)
+    assert tests[0] <= 25 and all(b - a <= 100 + 25 for a, b in zip(tests, tests[1:]))
