@@ -95,6 +95,10 @@ def test_test_nepisode_rounded_to_runner_batches():
     (["with", "env_args.N=0"], "mpe2.simple_spread_v3 cannot be built with env_args N=0: ValueError"),
     (["with", "env_args.local_ratio=2"], "cannot be built with env_args local_ratio=2.0: AssertionError"),
     (["with", "env_args.max_cycles=0"], "env_args.max_cycles=0 must be a positive integer"),
+    (["--env-config=skirmish", "with", "env_args.move_amount=0"], "env_args.move_amount=0 must be positive"),
+    (["--env-config=skirmish", "with", "env_args.reward_win=abc"], "env_args.reward_win='abc' has the wrong type"),
+    (["--env-config=skirmish", "with", "env_args.difficulty=11"], "unknown env_args.difficulty '11'"),
+    (["--env-config=skirmish", "with", "env_args.seed=-3"], "env_args.seed=-3 must be a non-negative integer"),
     # messages that say what is wrong
     (["--conifg=qmix"], "unknown option '--conifg'; valid choices: --config, --env-config (did you mean '--config'?)"),
     (["with", "t_max.x=1"], "config key 't_max.x': t_max is a value (2050000), not a section of keys"),

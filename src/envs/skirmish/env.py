@@ -19,6 +19,7 @@ from envs.skirmish import render, sim, spawn, terrain
 from envs.skirmish.maps import GROUP_SPAWNS, LOOPS, MAPS, TYPE_ORDER, UNITS, type_index
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
+from utils.values import coerce
 
 SIGHT, SHOOT = 9.0, 6.0
 RESET_LOOPS = 2  # SMAC observes two game loops after restarting a battle
@@ -50,6 +51,7 @@ SMAC_DEFAULTS = dict(
 # (mirror matches and calibration; the actions passed to step are then ignored)
 SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False)
 UNSUPPORTED = ("obs_pathing_grid", "obs_terrain_height")
+DIFFICULTIES = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "A"]  # SMAC's (stored only here)
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 
 
@@ -71,6 +73,25 @@ def validate_env_args(env_args):
     for k in SIM_DEFAULTS:
         if k in env_args and (not isinstance(env_args[k], (bool, int)) or env_args[k] not in (0, 1)):
             raise ConfigError(f"env_args.{k}={env_args[k]!r} must be True or False")
+    # the rest take the type of SMAC's default (numbers: int or float), and some a range
+    for k, default in SMAC_DEFAULTS.items():
+        if k not in env_args or default is None or k == "step_mul":
+            continue
+        basis = default if isinstance(default, (bool, str)) else 0.0
+        coerce(f"env_args.{k}", env_args[k], basis)
+    for k, low in (("move_amount", 0), ("reward_scale_rate", 0), ("window_size_x", 0),
+                   ("window_size_y", 0)):
+        if k in env_args and not float(env_args[k]) > low:
+            raise ConfigError(f"env_args.{k}={env_args[k]!r} must be positive")
+    if float(env_args.get("reward_negative_scale", 0.5)) < 0:
+        raise ConfigError(f"env_args.reward_negative_scale={env_args['reward_negative_scale']!r} "
+                          "must not be negative")
+    if str(env_args.get("difficulty", "7")) not in DIFFICULTIES:
+        raise ConfigError(unknown_name_message("env_args.difficulty", env_args["difficulty"],
+                                               DIFFICULTIES))
+    seed = env_args.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ConfigError(f"env_args.seed={seed!r} must be a non-negative integer or null")
     if not env_args.get("common_reward", True):
         raise ConfigError("skirmish gives one team reward (as SMAC does): set common_reward=True")
 
