@@ -258,6 +258,33 @@ def check_results_path(config):
                           f"({probe}: {e.strerror})") from None
 
 
+def check_capabilities(config, learners, macs, mixers):
+    """The chosen components against what each declares it supports and needs (learners/base.py,
+    controllers), then the learner's own checks."""
+    name = config["learner"]
+    learner, mac = learners[name], macs[config["mac"]]
+    if learner.mixer == "required" and config["mixer"] is None:
+        raise ConfigError(f"learner={name} needs a mixer ({' or '.join(f'mixer={m}' for m in sorted(mixers))}), "
+                          "got mixer=None")
+    if learner.mixer == "none" and config["mixer"] is not None:
+        raise ConfigError(f"learner={name} uses no mixer; set mixer=None (got mixer={config['mixer']})")
+    if config["mixer"] is not None and not config["common_reward"]:
+        raise ConfigError(f"mixer={config['mixer']} mixes agents' values into one team value and "
+                          "needs common_reward=True; use mixer=None (IQL) for individual rewards")
+    if config["mac"] not in learner.macs:
+        raise ConfigError(f"learner={name} trains mac={' or '.join(learner.macs)}, not "
+                          f"mac={config['mac']}")
+    if config["policy_ensemble"] > 1 and not mac.policy_ensembles:
+        able = [m for m, c in sorted(macs.items()) if c.policy_ensembles]
+        raise ConfigError(f"policy_ensemble={config['policy_ensemble']} needs a controller with "
+                          f"policy ensembles (mac={' or '.join(able)}), not mac={config['mac']}; "
+                          "use policy_ensemble=1")
+    if config["env_args"].get("continuous_actions") and "continuous" not in learner.action_spaces:
+        raise ConfigError(f"learner={name} learns {' and '.join(learner.action_spaces)} actions; "
+                          "env_args.continuous_actions=True needs a continuous-action learner")
+    learner.validate(config)
+
+
 def validate(config, defaults=None):
     # Registries are imported here so that a bad name is refused before anything starts.
     from components.action_selectors import REGISTRY as sel_REGISTRY
@@ -279,9 +306,6 @@ def validate(config, defaults=None):
     for key, spec in key_specs().items():
         if key in config:
             config[key] = spec.check(key, config[key], defaults.get(key))
-    from learners.selection import MODES
-    if config["selected"] not in MODES:
-        raise ConfigError(unknown_name_message("selected", config["selected"], list(MODES)))
     from modules.agents.transformer_agent import head_count_error
     if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):
         raise ConfigError(message)
@@ -300,28 +324,7 @@ def validate(config, defaults=None):
     if config["runner"] == "episode" and config["batch_size_run"] != 1:
         raise ConfigError(f"runner=episode steps one env, but batch_size_run="
                           f"{config['batch_size_run']}; use runner=parallel or batch_size_run=1")
-    if config["learner"] == "q_divide_learner" and config["mixer"] is None:
-        raise ConfigError("learner=q_divide_learner decomposes the mixer's team TD error and needs "
-                          "mixer=qmix or mixer=vdn (got mixer=None)")
-    if config["mixer"] is not None and not config["common_reward"]:
-        raise ConfigError(f"mixer={config['mixer']} mixes agents' values into one team value and "
-                          "needs common_reward=True; use mixer=None (IQL) for individual rewards")
-    if config["learner"] == "maddpg_learner" and config["mac"] != "maddpg_mac":
-        raise ConfigError(f"learner=maddpg_learner needs mac=maddpg_mac (its actors), not "
-                          f"mac={config['mac']}")
-    if config["mac"] == "maddpg_mac" and config["learner"] != "maddpg_learner":
-        raise ConfigError(f"mac=maddpg_mac outputs policies for learner=maddpg_learner, not "
-                          f"learner={config['learner']}; use mac=basic_mac")
-    if config["policy_ensemble"] > 1 and config["mac"] != "maddpg_mac":
-        raise ConfigError(f"policy_ensemble={config['policy_ensemble']} draws among MADDPG actors "
-                          f"and needs mac=maddpg_mac, not mac={config['mac']}; use policy_ensemble=1")
-    if config["learner"] == "maddpg_learner" and config["mixer"] is not None:
-        raise ConfigError(f"learner=maddpg_learner uses critics, not a mixer; set mixer=None "
-                          f"(got mixer={config['mixer']})")
-    if config["learner"] in ("q_learner", "q_divide_learner") \
-            and config["env_args"].get("continuous_actions"):
-        raise ConfigError(f"learner={config['learner']} picks among discrete actions; "
-                          "env_args.continuous_actions=True needs a continuous-action learner")
+    check_capabilities(config, le_REGISTRY, mac_REGISTRY, mixer_REGISTRY)
     if config["evaluate"] and not config["checkpoint_path"]:
         raise ConfigError("evaluate=True needs checkpoint_path=<folder of saved models>")
     if config["checkpoint_path"]:

@@ -98,9 +98,9 @@ def run_sequential(args, logger):
         args.action_space = env_info.get("action_space", "discrete")
         if args.action_space == "continuous":
             args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
-        if args.action_space != "discrete" and args.learner in ("q_learner", "q_divide_learner"):
-            raise ConfigError(f"learner={args.learner} needs discrete actions, but this env has "
-                              f"continuous ones; set env_args.continuous_actions=False")
+        if args.action_space not in le_REGISTRY[args.learner].action_spaces:
+            raise ConfigError(f"learner={args.learner} learns {' and '.join(le_REGISTRY[args.learner].action_spaces)} "
+                              f"actions, but this env's are {args.action_space}")
         scheme, groups, preprocess = build_scheme(args, env_info)
         check_buffer_memory(args, scheme, groups, env_info["episode_limit"] + 1)
         buffer_device = "cpu" if args.buffer_cpu_only else args.device

@@ -9,6 +9,8 @@ class BasicMAC:
     """Multi-agent controller: one agent network shared by all agents (parameter sharing), or
     one network per agent with agent_param_sharing=False."""
 
+    policy_ensembles = False  # plays one of several sub-policies per episode (policy_ensemble > 1)
+
     def __init__(self, scheme, groups, args):
         self.n_agents = args.n_agents
         self.args = args

@@ -31,6 +31,8 @@ class MADDPGMAC(BasicMAC):
     each sub-policy is trained on, and its target actions taken at, the transitions it played.
     The rows are routed by that draw, so each network runs only on the rows it played."""
 
+    policy_ensembles = True
+
     def __init__(self, scheme, groups, args):
         self.n_agents = args.n_agents
         self.args = args

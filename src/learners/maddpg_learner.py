@@ -1,13 +1,10 @@
-import copy
-
 import torch
 
+from learners.base import Learner
 from modules.critics import REGISTRY as critic_REGISTRY
-from utils.rl_utils import (RunningMeanStd, bootstrap_terminated, make_optimiser, soft_update,
-                            valid_mask)
 
 
-class MADDPGLearner:
+class MADDPGLearner(Learner):
     """MADDPG (Lowe et al. 2017): per-agent critics Q_i(x, a_1 .. a_N) trained on each agent's
     own reward (or the team reward), and decentralised actors trained through their critic.
 
@@ -17,23 +14,21 @@ class MADDPGLearner:
     from the buffer, plus actor_reg * mean(pre-activation outputs ^ 2). All agents and time
     steps are handled in one batched pass."""
 
+    action_spaces = ("discrete", "continuous")
+    macs = ("maddpg_mac",)
+
     def __init__(self, mac, scheme, logger, args):
-        self.args = args
-        self.mac = mac
-        self.logger = logger
+        super().__init__(mac, scheme, logger, args)
         self.n_agents = args.n_agents
         self.n_actions = args.n_actions
         self.critic = critic_REGISTRY[args.critic](scheme, args)
-        self.target_mac = copy.deepcopy(mac)
-        self.target_critic = copy.deepcopy(self.critic)
+        self.target_mac = self.add_network("agent", mac)
+        self.target_critic = self.add_network("critic", self.critic)
         self.actor_params = list(mac.parameters())
         self.critic_params = list(self.critic.parameters())
-        self.actor_optimiser = make_optimiser(self.actor_params, args)
-        self.critic_optimiser = make_optimiser(self.critic_params, args, lr=args.critic_lr or args.lr)
-        self.reward_rms = RunningMeanStd(device=args.device) if args.standardise_rewards else None
-        self.last_target_update_episode = 0
-        self.train_steps = 0
-        self.log_stats_t = -args.learner_log_interval - 1
+        self.actor_optimiser = self.add_optimiser("actor_optimiser", self.actor_params)
+        self.critic_optimiser = self.add_optimiser("critic_optimiser", self.critic_params,
+                                                   lr=args.critic_lr or args.lr)
         self._eye = None
 
     def _joint(self, actions):
@@ -44,17 +39,13 @@ class MADDPGLearner:
     def train(self, batch, t_env, episode_num):
         args = self.args
         n = self.n_agents
-        rewards = batch["reward"][:, :-1]  # [B, T, 1] (team) or [B, T, N] (individual)
-        terminated = bootstrap_terminated(batch, args.episode_limit, args.time_limit_bootstrap)
-        mask = valid_mask(batch)  # [B, T, 1]
+        # rewards [B, T, 1] (team) or [B, T, N] (individual); terminated, mask [B, T, 1]
+        rewards, terminated, mask = self.rewards_and_masks(batch)
         avail = batch["avail_actions"]  # [B, T+1, N, A]
         actions = batch["actions"] if self.mac.continuous else batch["actions_onehot"]
         actions = actions.float()  # [B, T+1, N, A]
         state = batch["state"]
         obs = batch["obs"] if args.critic_individual_obs else None
-
-        if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
-            rewards = self.reward_rms.standardise(rewards, mask)
         rewards = rewards.expand(-1, -1, n)  # a team reward is every agent's reward
 
         inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target actors
@@ -73,10 +64,7 @@ class MADDPGLearner:
         n_valid = mask_n.sum()
         td_error = (q_taken - targets) * mask_n
         critic_loss = (td_error ** 2).sum() / n_valid
-        self.critic_optimiser.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        critic_grad_norm = self.critic.clip_grad_norm_(args.grad_norm_clip)
-        self.critic_optimiser.step()
+        critic_grad_norm = self.step(self.critic_optimiser, critic_loss, self.critic.clip_grad_norm_)
 
         # --- actors ---
         out = self.mac.forward_seq(batch, inputs)[:, :-1]  # [B, T, N, A]
@@ -98,69 +86,18 @@ class MADDPGLearner:
         pre = out if self.mac.continuous else out.masked_fill(avail[:, :-1] == 0, 0.0)
         reg = ((pre ** 2).mean(dim=-1) * mask_n).sum() / n_valid
         actor_loss = -(q_policy * mask_n).sum() / n_valid + args.actor_reg * reg
-        self.actor_optimiser.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        actor_grad_norm = self._clip_actors(args.grad_norm_clip)
-        self.actor_optimiser.step()
+        actor_grad_norm = self.step(self.actor_optimiser, actor_loss, self._clip_actors)
+        self.finish_update(episode_num)
 
-        self.train_steps += 1
-        self._update_targets(episode_num)
-
-        if t_env - self.log_stats_t >= args.learner_log_interval:
-            log = self.logger.log_stat
-            log("critic_loss", critic_loss.item(), t_env)
-            log("actor_loss", actor_loss.item(), t_env)
-            log("critic_grad_norm", critic_grad_norm.item(), t_env)
-            log("actor_grad_norm", actor_grad_norm.item(), t_env)
-            log("td_error_abs", (td_error.abs().sum() / n_valid).item(), t_env)
-            log("q_taken_mean", ((q_taken * mask_n).sum() / n_valid).item(), t_env)
-            log("target_mean", ((targets * mask_n).sum() / n_valid).item(), t_env)
-            self.log_stats_t = t_env
+        if self.log_due(t_env):
+            self.log(t_env, critic_loss=critic_loss, actor_loss=actor_loss,
+                     critic_grad_norm=critic_grad_norm, actor_grad_norm=actor_grad_norm,
+                     td_error_abs=td_error.abs().sum() / n_valid,
+                     q_taken_mean=(q_taken * mask_n).sum() / n_valid,
+                     target_mean=(targets * mask_n).sum() / n_valid)
 
     def _clip_actors(self, max_norm):
         # Separate actors are clipped separately, like separate learners; a shared one as a whole.
         if hasattr(self.mac.agent, "clip_grad_norm_"):
             return self.mac.agent.clip_grad_norm_(max_norm)
         return torch.nn.utils.clip_grad_norm_(self.actor_params, max_norm)
-
-    def _update_targets(self, episode_num):
-        if self.args.target_update_mode == "soft":
-            soft_update(self.target_mac.agent, self.mac.agent, self.args.tau)
-            soft_update(self.target_critic, self.critic, self.args.tau)
-        elif (episode_num - self.last_target_update_episode) / self.args.target_update_interval >= 1.0:
-            self.target_mac.load_state(self.mac)
-            self.target_critic.load_state_dict(self.critic.state_dict())
-            self.last_target_update_episode = episode_num
-
-    def to(self, device):
-        for module in (self.mac, self.target_mac, self.critic, self.target_critic):
-            module.to(device)
-        return self
-
-    # --- checkpoints ------------------------------------------------------------------------
-    def state_dict(self):
-        state = {
-            "agent": self.mac.state_dict(),
-            "target_agent": self.target_mac.state_dict(),
-            "critic": self.critic.state_dict(),
-            "target_critic": self.target_critic.state_dict(),
-            "actor_optimiser": self.actor_optimiser.state_dict(),
-            "critic_optimiser": self.critic_optimiser.state_dict(),
-            "last_target_update_episode": self.last_target_update_episode,
-            "train_steps": self.train_steps,
-        }
-        if self.reward_rms is not None:
-            state["reward_rms"] = self.reward_rms.state_dict()
-        return state
-
-    def load_state_dict(self, state):
-        self.mac.load_state_dict(state["agent"])
-        self.target_mac.load_state_dict(state["target_agent"])
-        self.critic.load_state_dict(state["critic"])
-        self.target_critic.load_state_dict(state["target_critic"])
-        self.actor_optimiser.load_state_dict(state["actor_optimiser"])
-        self.critic_optimiser.load_state_dict(state["critic_optimiser"])
-        self.last_target_update_episode = state["last_target_update_episode"]
-        self.train_steps = state["train_steps"]
-        if self.reward_rms is not None and "reward_rms" in state:
-            self.reward_rms.load_state_dict(state["reward_rms"])

@@ -1,9 +1,9 @@
 import torch
 
 from learners.q_learner import QLearner
-from learners.selection import per_beta, selected_ratio, selection_weights
-from utils.rl_utils import (bootstrap_terminated, bootstrap_values, lambda_returns, make_optimiser,
-                            valid_mask)
+from learners.selection import MODES, per_beta, selected_ratio, selection_weights
+from utils.errors import ConfigError
+from utils.registry import unknown_name_message
 
 
 class QDivideLearner(QLearner):
@@ -17,46 +17,32 @@ class QDivideLearner(QLearner):
     and weighted by a selection of (episode, step, agent) samples (learners/selection.py).
     Two optimisers: one for the mixer, one for the agent network, each clipped on its own."""
 
+    mixer = "required"
+
     def __init__(self, mac, scheme, logger, args):
         super().__init__(mac, scheme, logger, args)
         self.last = {}
+
+    @classmethod
+    def validate(cls, config):
+        if config["selected"] not in MODES:
+            raise ConfigError(unknown_name_message("selected", config["selected"], list(MODES)))
 
     def _make_optimisers(self):
         # Separate optimisers instead of QLearner's single one over agent and mixer.
         self.agent_params = list(self.mac.parameters())
         self.mixer_params = list(self.mixer.parameters())
-        self.q_optimiser = make_optimiser(self.agent_params, self.args)
+        self.q_optimiser = self.add_optimiser("q_optimiser", self.agent_params)
         # VDN has no parameters: nothing to optimise, and rho is exactly 1.
-        self.mixer_optimiser = make_optimiser(self.mixer_params, self.args) if self.mixer_params else None
-        self.optimiser = None
+        self.mixer_optimiser = (self.add_optimiser("mixer_optimiser", self.mixer_params)
+                                if self.mixer_params else None)
 
     def train(self, batch, t_env, episode_num):
         args = self.args
-        rewards = batch["reward"][:, :-1]  # [B, T, 1]
-        actions = batch["actions"][:, :-1].long()
-        terminated = bootstrap_terminated(batch, args.episode_limit, args.time_limit_bootstrap)
+        _, _, mask, q_taken, q_next_all, team_targets = self.forward_and_targets(batch)
         true_terminated = batch["terminated"][:, :-1].float()
-        mask = valid_mask(batch)  # [B, T, 1]
-        avail_actions = batch["avail_actions"]
         indi_terminated = batch["indi_terminated"][:, :-1].float()  # D: [B, T, N]
-
-        if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
-            rewards = self.reward_rms.standardise(rewards, mask)
-
-        inputs = self.mac.build_seq_inputs(batch)
-        mac_out = self.mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
-        q_taken = torch.gather(mac_out[:, :-1], 3, actions).squeeze(3)  # [B, T, N]
-        with torch.no_grad():
-            target_out = self.target_mac.forward_seq(batch, inputs)
-            q_next_all = bootstrap_values(mac_out.detach(), target_out, avail_actions,
-                                          args.double_q)  # [B, T+1, N]
-            q_next = q_next_all[:, 1:]
-            target_tot = self.target_mixer(q_next_all, batch["state"])  # [B, T+1, 1]
-            if args.td_lambda > 0:
-                team_targets = lambda_returns(rewards, terminated, mask, target_tot, args.gamma,
-                                              args.td_lambda)
-            else:
-                team_targets = rewards + args.gamma * (1 - terminated) * target_tot[:, 1:]
+        q_next = q_next_all[:, 1:]
 
         # --- mixer on a detached leaf: its input gradient gives rho ---
         q_leaf = q_taken.detach().clone().requires_grad_(True)
@@ -67,7 +53,7 @@ class QDivideLearner(QLearner):
         mixer_loss = ((delta_tot * mask) ** 2).sum() / n_valid_team
         if self.mixer_optimiser is not None:
             self.mixer_optimiser.zero_grad(set_to_none=True)
-        mixer_loss.backward()
+        mixer_loss.backward()  # stepped below, once rho is read from the input gradients
         g_tot, g_i = q_tot.grad, q_leaf.grad  # [B, T, 1], [B, T, N]
         nonzero = g_tot != 0
         rho = torch.where(nonzero, g_i / torch.where(nonzero, g_tot, torch.ones_like(g_tot)),
@@ -95,42 +81,20 @@ class QDivideLearner(QLearner):
                                         per_beta(args, t_env))
         n_valid = indi_mask.sum()
         q_loss = (delta_i ** 2 * weights).sum() / n_valid
-        self.q_optimiser.zero_grad(set_to_none=True)
-        q_loss.backward()
-        q_grad_norm = torch.nn.utils.clip_grad_norm_(self.agent_params, args.grad_norm_clip)
-        self.q_optimiser.step()
-        self.train_steps += 1
-        self._update_targets(episode_num)
+        q_grad_norm = self.step(self.q_optimiser, q_loss, self.agent_params)
+        self.finish_update(episode_num)
         # The last update's decomposition, for inspection and tests (references, no copies).
         self.last = dict(rho=rho, delta_tot=delta_tot, reward_i=reward_i, delta_i=delta_i.detach(),
                          indi_mask=indi_mask, weights=weights, q_taken=q_taken.detach(),
                          q_next=q_next, mixer_loss=mixer_loss.detach(), q_loss=q_loss.detach())
 
-        if t_env - self.log_stats_t >= args.learner_log_interval:
-            log = self.logger.log_stat
-            log("selected_ratio", ratio, t_env)
-            log("mixer_loss", mixer_loss.item(), t_env)
-            log("mixer_grad_norm", float(mixer_grad_norm), t_env)
-            log("mixer_td_error_abs", ((delta_tot * mask).abs().sum() / n_valid_team).item(), t_env)
-            log("mixer_target_mean", ((team_targets * mask).sum() / n_valid_team).item(), t_env)
-            log("q_loss", q_loss.item(), t_env)
-            log("q_grad_norm", q_grad_norm.item(), t_env)
-            log("q_td_error_abs", (delta_i.abs().sum() / n_valid).item(), t_env)
-            log("q_taken_mean", ((q_taken * indi_mask).sum() / n_valid).item(), t_env)
-            log("reward_i_mean", ((reward_i * indi_mask).sum() / n_valid).item(), t_env)
-            log("q_selected_weight_mean", ((weights * indi_mask).sum() / n_valid).item(), t_env)
-            self.log_stats_t = t_env
-
-    # --- checkpoints ------------------------------------------------------------------------
-    def state_dict(self):
-        state = super().state_dict()
-        state["q_optimiser"] = self.q_optimiser.state_dict()
-        if self.mixer_optimiser is not None:
-            state["mixer_optimiser"] = self.mixer_optimiser.state_dict()
-        return state
-
-    def load_state_dict(self, state):
-        self.q_optimiser.load_state_dict(state["q_optimiser"])
-        if self.mixer_optimiser is not None:
-            self.mixer_optimiser.load_state_dict(state["mixer_optimiser"])
-        super().load_state_dict(state)
+        if self.log_due(t_env):
+            self.log(t_env, selected_ratio=ratio, mixer_loss=mixer_loss,
+                     mixer_grad_norm=mixer_grad_norm,
+                     mixer_td_error_abs=(delta_tot * mask).abs().sum() / n_valid_team,
+                     mixer_target_mean=(team_targets * mask).sum() / n_valid_team,
+                     q_loss=q_loss, q_grad_norm=q_grad_norm,
+                     q_td_error_abs=delta_i.abs().sum() / n_valid,
+                     q_taken_mean=(q_taken * indi_mask).sum() / n_valid,
+                     reward_i_mean=(reward_i * indi_mask).sum() / n_valid,
+                     q_selected_weight_mean=(weights * indi_mask).sum() / n_valid)

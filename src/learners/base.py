@@ -1,0 +1,138 @@
+"""What every learner shares, so that a learner adds only its loss.
+
+A learner registers its networks (each gets a target copy, updated hard or soft as the config
+says) and its optimisers; the base class owns the counters, the target updates, clip-and-step,
+reward standardisation, the logging cadence, moving to a device and checkpoints.
+
+Class attributes declare what a learner supports and needs; `config.validate` and `run.py` read
+them instead of lists of learner names:
+
+    action_spaces  the env action spaces it can learn ("discrete", "continuous")
+    macs           the controllers it can train
+    mixer          "none", "optional" or "required"
+    on_policy      trains on the episodes just collected instead of a replay buffer
+"""
+import copy
+
+import torch
+
+from utils.rl_utils import RunningMeanStd, bootstrap_terminated, make_optimiser, soft_update, valid_mask
+
+
+class Learner:
+    action_spaces = ("discrete",)
+    macs = ("basic_mac",)
+    mixer = "none"
+    on_policy = False
+
+    def __init__(self, mac, scheme, logger, args):
+        self.args = args
+        self.mac = mac
+        self.logger = logger
+        self.reward_rms = RunningMeanStd(device=args.device) if args.standardise_rewards else None
+        self.last_target_update_episode = 0
+        self.train_steps = 0
+        self.log_stats_t = -args.learner_log_interval - 1
+        self._networks = {}  # name -> (online, target); checkpoint keys <name>, target_<name>
+        self._optimisers = {}  # name -> optimiser; checkpoint key <name>
+
+    @classmethod
+    def validate(cls, config):
+        """Refuse settings this learner cannot use (ConfigError); called by config.validate."""
+
+    # --- construction -----------------------------------------------------------------------
+    def add_network(self, name, online):
+        """Register a network (or the controller) and return its target copy."""
+        target = copy.deepcopy(online)
+        self._networks[name] = (online, target)
+        return target
+
+    def add_optimiser(self, name, params, lr=None):
+        optimiser = make_optimiser(params, self.args, lr=lr)
+        self._optimisers[name] = optimiser
+        return optimiser
+
+    # --- one update -------------------------------------------------------------------------
+    def rewards_and_masks(self, batch):
+        """-> rewards [B, T, 1 or N] (standardised if asked), terminated [B, T, 1] (time-limit cuts
+        bootstrapped or not, as configured) and the valid-step mask [B, T, 1]."""
+        rewards = batch["reward"][:, :-1]
+        terminated = bootstrap_terminated(batch, self.args.episode_limit,
+                                          self.args.time_limit_bootstrap)
+        mask = valid_mask(batch)
+        if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
+            rewards = self.reward_rms.standardise(rewards, mask)
+        return rewards, terminated, mask
+
+    def step(self, optimiser, loss, clip):
+        """Zero, backpropagate, clip and step; -> the gradient norm before clipping. `clip` is a
+        list of parameters, or a callable taking the max norm (networks that clip their parts
+        separately)."""
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        if callable(clip):
+            grad_norm = clip(self.args.grad_norm_clip)
+        else:
+            grad_norm = torch.nn.utils.clip_grad_norm_(clip, self.args.grad_norm_clip)
+        optimiser.step()
+        return grad_norm
+
+    def finish_update(self, episode_num):
+        """Count the update and update the targets (soft every update, or hard every
+        target_update_interval episodes)."""
+        self.train_steps += 1
+        if self.args.target_update_mode == "soft":
+            for online, target in self._networks.values():
+                soft_update(_module(target), _module(online), self.args.tau)
+        elif (episode_num - self.last_target_update_episode) / self.args.target_update_interval >= 1.0:
+            self.update_targets_hard()
+            self.last_target_update_episode = episode_num
+
+    def update_targets_hard(self):
+        for online, target in self._networks.values():
+            _module(target).load_state_dict(_module(online).state_dict())
+
+    # --- logging ----------------------------------------------------------------------------
+    def log_due(self, t_env):
+        return t_env - self.log_stats_t >= self.args.learner_log_interval
+
+    def log(self, t_env, **stats):
+        """Log each stat (tensors are read with .item()) and restart the logging interval."""
+        for key, value in stats.items():
+            self.logger.log_stat(key, value.item() if torch.is_tensor(value) else float(value), t_env)
+        self.log_stats_t = t_env
+
+    # --- device and checkpoints ---------------------------------------------------------------
+    def to(self, device):
+        for online, target in self._networks.values():
+            online.to(device)
+            target.to(device)
+        return self
+
+    def state_dict(self):
+        state = {"last_target_update_episode": self.last_target_update_episode,
+                 "train_steps": self.train_steps}
+        for name, (online, target) in self._networks.items():
+            state[name] = online.state_dict()
+            state[f"target_{name}"] = target.state_dict()
+        for name, optimiser in self._optimisers.items():
+            state[name] = optimiser.state_dict()
+        if self.reward_rms is not None:
+            state["reward_rms"] = self.reward_rms.state_dict()
+        return state
+
+    def load_state_dict(self, state):
+        for name, (online, target) in self._networks.items():
+            online.load_state_dict(state[name])
+            target.load_state_dict(state[f"target_{name}"])
+        for name, optimiser in self._optimisers.items():
+            optimiser.load_state_dict(state[name])
+        self.last_target_update_episode = state["last_target_update_episode"]
+        self.train_steps = state["train_steps"]
+        if self.reward_rms is not None and "reward_rms" in state:
+            self.reward_rms.load_state_dict(state["reward_rms"])
+
+
+def _module(net):
+    """The torch module of a network or of a controller (whose agent network it is)."""
+    return net.agent if hasattr(net, "load_state") else net
