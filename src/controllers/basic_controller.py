@@ -1,5 +1,6 @@
 import torch
 
+from components.action_forms import action_form
 from components.action_selectors import REGISTRY as action_REGISTRY
 from modules.agents import REGISTRY as agent_REGISTRY
 from modules.agents.agent_group import AgentGroup
@@ -14,11 +15,19 @@ class BasicMAC:
     def __init__(self, scheme, groups, args):
         self.n_agents = args.n_agents
         self.args = args
+        self.form = action_form(args)  # what an action is (components/action_forms.py)
         self.input_shape = self._get_input_shape(scheme)
         self.agent = self._build_agent(args)
-        self.action_selector = action_REGISTRY[args.action_selector](args)
+        self.action_selector = self._build_selector(args)
         self.hidden_states = None
         self._agent_ids = None
+
+    @property
+    def continuous(self):
+        return self.form.continuous
+
+    def _build_selector(self, args):
+        return action_REGISTRY[args.action_selector](args, self.form)
 
     def _build_agent(self, args):
         make = lambda: agent_REGISTRY[args.agent](self.input_shape, args)  # noqa: E731
@@ -31,7 +40,7 @@ class BasicMAC:
         avail_actions = ep_batch["avail_actions"][bs, t_ep]
         agent_outputs = self.forward(ep_batch, t_ep)
         return self.action_selector.select_action(agent_outputs[bs], avail_actions, t_env,
-                                                  test_mode=test_mode)
+                                                  test_mode=test_mode, bs=bs)
 
     def forward(self, ep_batch, t):
         """One step for every episode of the batch, carrying the hidden state: [B, N, A]."""
@@ -56,6 +65,10 @@ class BasicMAC:
 
     def init_hidden(self, batch_size):
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
+        self.action_selector.start_episode(batch_size, self.n_agents, self.device())
+
+    def device(self):
+        return next(self.agent.parameters()).device
 
     def episode_data(self):
         """Episode-constant fields the runners store with each episode (none here)."""
@@ -72,7 +85,7 @@ class BasicMAC:
         obs = batch["obs"][:, t0:t1]
         parts = [obs]
         if self.args.obs_last_action:
-            onehot = batch[self._last_action_key()]
+            onehot = batch[self.form.last_action_key]
             if t0 == 0:  # no action before the first step
                 last = torch.cat([torch.zeros_like(onehot[:, :1]), onehot[:, :t1 - 1]], dim=1)
             else:
@@ -84,14 +97,11 @@ class BasicMAC:
             parts.append(self._agent_ids.expand(*obs.shape[:2], -1, -1))
         return torch.cat(parts, dim=-1) if len(parts) > 1 else obs
 
-    def _last_action_key(self):
-        return "actions_onehot"
-
     def _get_input_shape(self, scheme):
         input_shape = scheme["obs"]["vshape"]
         input_shape = input_shape if isinstance(input_shape, int) else input_shape[0]
         if self.args.obs_last_action:
-            input_shape += scheme[self._last_action_key()]["vshape"][0]
+            input_shape += scheme[self.form.last_action_key]["vshape"][0]
         if self.args.obs_agent_id:
             input_shape += self.n_agents
         return input_shape
