@@ -12,6 +12,7 @@ unless --sample. With --ensemble K every agent plays one of its K sub-policies, 
 episode. "Split" episodes end with one good agent within 0.3 of each landmark, the cover that
 leaves the adversary guessing.
 """
+
 import argparse
 import os
 import sys
@@ -45,13 +46,17 @@ def main():
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--sample", action="store_true", help="sample actions instead of the argmax")
     p.add_argument("--ensemble", type=int, default=1, help="policy_ensemble of the run (K)")
-    p.add_argument("--continuous", action="store_true",
-                   help="tanh actors on the continuous env (continuous_actor=tanh, bounds [0, 1])")
+    p.add_argument(
+        "--continuous",
+        action="store_true",
+        help="tanh actors on the continuous env (continuous_actor=tanh, bounds [0, 1])",
+    )
     a = p.parse_args()
     if a.sample and a.continuous:
         p.error("--sample applies to discrete actors only")
 
     from mpe2 import simple_adversary_v3
+
     actors, input_dim = load_actors(a.checkpoint)
     k = a.ensemble
     if actors.n_agents % k:
@@ -74,7 +79,7 @@ def main():
         while env.agents:
             x = torch.zeros(len(names), 1, input_dim)
             for i, name in enumerate(names):  # observations zero-padded at the end, as in training
-                x[i, 0, :len(obs[name])] = torch.as_tensor(obs[name])
+                x[i, 0, : len(obs[name])] = torch.as_tensor(obs[name])
             logits = actors(x, None, route)[0][:, 0]
             if a.continuous:  # the controller's tanh mapped onto mpe2's [0, 1] bounds
                 acts = [((torch.tanh(row) + 1) / 2).numpy() for row in logits]
@@ -84,28 +89,43 @@ def main():
                 acts = logits.argmax(-1).tolist()
             obs, rewards, *_ = env.step(dict(zip(names, acts)))
             returns += [rewards[n] for n in names]
-            steps.append([[np.linalg.norm(ag.state.p_pos - lm.state.p_pos) for lm in (target, other)]
-                          for ag in world.agents])
+            steps.append(
+                [
+                    [np.linalg.norm(ag.state.p_pos - lm.state.p_pos) for lm in (target, other)]
+                    for ag in world.agents
+                ]
+            )
         dists.append(steps)
     d = np.array(dists)
     print("mean returns:", {n: round(float(r), 2) for n, r in zip(names, returns / a.episodes)})
     good_min = d[:, :, 1:, 0].min(axis=2)
-    print(f"{'step':>4s}  {'adv->target':>11s}  {'adv->other':>10s}  {'closest good->target':>20s}  "
-          f"{'closest good->other':>19s}  " + "  ".join(f"{n + '->target':>16s}" for n in names[1:]))
+    print(
+        f"{'step':>4s}  {'adv->target':>11s}  {'adv->other':>10s}  {'closest good->target':>20s}  "
+        f"{'closest good->other':>19s}  " + "  ".join(f"{n + '->target':>16s}" for n in names[1:])
+    )
     for t in range(0, d.shape[1], 4):
-        print(f"{t:>4d}  {d[:, t, 0, 0].mean():11.2f}  {d[:, t, 0, 1].mean():10.2f}  "
-              f"{good_min[:, t].mean():20.2f}  {d[:, t, 1:, 1].min(axis=1).mean():19.2f}  "
-              + "  ".join(f"{d[:, t, i, 0].mean():16.2f}" for i in range(1, len(names))))
+        print(
+            f"{t:>4d}  {d[:, t, 0, 0].mean():11.2f}  {d[:, t, 0, 1].mean():10.2f}  "
+            f"{good_min[:, t].mean():20.2f}  {d[:, t, 1:, 1].min(axis=1).mean():19.2f}  "
+            + "  ".join(f"{d[:, t, i, 0].mean():16.2f}" for i in range(1, len(names)))
+        )
     last = d[:, -1]
     q = [10, 50, 90]
-    print("last step, percentiles 10/50/90: adversary->target", np.percentile(last[:, 0, 0], q).round(2),
-          "closest good->target", np.percentile(last[:, 1:, 0].min(1), q).round(2),
-          "closest good->other", np.percentile(last[:, 1:, 1].min(1), q).round(2))
+    print(
+        "last step, percentiles 10/50/90: adversary->target",
+        np.percentile(last[:, 0, 0], q).round(2),
+        "closest good->target",
+        np.percentile(last[:, 1:, 0].min(1), q).round(2),
+        "closest good->other",
+        np.percentile(last[:, 1:, 1].min(1), q).round(2),
+    )
     covered = last[:, 1:] < 0.3  # [episode, good agent, (target, other)]
     split = (covered[:, 0, 0] & covered[:, 1, 1]) | (covered[:, 0, 1] & covered[:, 1, 0])
-    print(f"last step: split episodes {split.mean():.2f}; adversary nearer the target than the other "
-          f"landmark in {(last[:, 0, 0] < last[:, 0, 1]).mean():.2f} of all, "
-          f"{(last[split, 0, 0] < last[split, 0, 1]).mean() if split.any() else float('nan'):.2f} of split ones")
+    print(
+        f"last step: split episodes {split.mean():.2f}; adversary nearer the target than the other "
+        f"landmark in {(last[:, 0, 0] < last[:, 0, 1]).mean():.2f} of all, "
+        f"{(last[split, 0, 0] < last[split, 0, 1]).mean() if split.any() else float('nan'):.2f} of split ones"
+    )
 
 
 if __name__ == "__main__":

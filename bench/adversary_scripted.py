@@ -9,6 +9,7 @@ apart). Adversary: random actions; "follow" (goes to the landmark nearest to a g
 "oracle" (knows the target: a bound no learned adversary can pass). Each pairing prints the mean
 episode return (25 steps, summed) of the adversary and of a good agent, with standard errors.
 """
+
 import argparse
 
 import numpy as np
@@ -31,8 +32,7 @@ def good_targets(strategy, good, target, other):
     if strategy == "random":
         return None
     near, far = sorted(good, key=lambda g: np.linalg.norm(g.state.p_pos - target.state.p_pos))
-    return {near.name: target.state.p_pos,
-            far.name: (target if strategy == "race" else other).state.p_pos}
+    return {near.name: target.state.p_pos, far.name: (target if strategy == "race" else other).state.p_pos}
 
 
 def adversary_target(strategy, good, world, target):
@@ -40,13 +40,15 @@ def adversary_target(strategy, good, world, target):
         return None
     if strategy == "oracle":
         return target.state.p_pos
-    lm = min(world.landmarks, key=lambda lm: min(
-        np.linalg.norm(g.state.p_pos - lm.state.p_pos) for g in good))
+    lm = min(
+        world.landmarks, key=lambda lm: min(np.linalg.norm(g.state.p_pos - lm.state.p_pos) for g in good)
+    )
     return lm.state.p_pos
 
 
 def play(good_strategy, adv_strategy, episodes, rng):
     from mpe2 import simple_adversary_v3
+
     env = simple_adversary_v3.parallel_env(max_cycles=25)
     returns = []
     for ep in range(episodes):
@@ -79,8 +81,11 @@ def main():
     for good_strategy in ("random", "race", "split"):
         for adv_strategy in ("random", "follow", "oracle"):
             mean, se = play(good_strategy, adv_strategy, a.episodes, rng)
-            print(f"{good_strategy:>9s}  {adv_strategy:>9s}  {mean[0]:9.2f} ± {se[0]:4.2f}  "
-                  f"{mean[1]:9.2f} ± {se[1]:4.2f}", flush=True)
+            print(
+                f"{good_strategy:>9s}  {adv_strategy:>9s}  {mean[0]:9.2f} ± {se[0]:4.2f}  "
+                f"{mean[1]:9.2f} ± {se[1]:4.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

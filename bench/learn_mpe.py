@@ -8,6 +8,7 @@ Measures the raw env rate (random actions) before and after, times the whole tra
 between, start-up included, and reports steps/s and its ratio to the mean raw rate (the machine's
 speed drifts), as one JSON line at the end.
 """
+
 import argparse
 import glob
 import json
@@ -31,11 +32,13 @@ def random_returns(overrides, episodes=2000, seed=0):
     import importlib
 
     import numpy as np
+
     opts = dict(o.split("=", 1) for o in overrides if "=" in o)
     scenario = opts.get("env_args.scenario", "simple_spread_v3")
     continuous = opts.get("env_args.continuous_actions", "False") == "True"
     env = importlib.import_module(f"mpe2.{scenario}").parallel_env(
-        max_cycles=25, continuous_actions=continuous)
+        max_cycles=25, continuous_actions=continuous
+    )
     env.reset(seed=seed)
     for i, a in enumerate(env.possible_agents):  # one stream each: a shared seed moves all agents alike
         env.action_space(a).seed(seed + i)
@@ -59,9 +62,17 @@ def main():
 
     raw_before = raw_env_rate(20000)
     results = tempfile.mkdtemp(prefix="learn_mpe_")
-    cmd = [sys.executable, os.path.join(ROOT, "src", "main.py"), f"--config={a.config}",
-           "--env-config=mpe", "with", f"t_max={a.t_max}", f"seed={a.seed}",
-           f"local_results_path={results}", *a.overrides]
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "src", "main.py"),
+        f"--config={a.config}",
+        "--env-config=mpe",
+        "with",
+        f"t_max={a.t_max}",
+        f"seed={a.seed}",
+        f"local_results_path={results}",
+        *a.overrides,
+    ]
     print("running:", " ".join(cmd), flush=True)
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -74,26 +85,45 @@ def main():
     with open(os.path.join(run_dir, "metrics.json")) as f:
         metrics = json.load(f)
     curve = metrics["test_return_mean"]
-    agents = sorted((k for k in metrics if k.startswith("test_agent") and k.endswith("_return_mean")),
-                    key=lambda k: int(k[len("test_agent"):-len("_return_mean")]))
+    agents = sorted(
+        (k for k in metrics if k.startswith("test_agent") and k.endswith("_return_mean")),
+        key=lambda k: int(k[len("test_agent") : -len("_return_mean")]),
+    )
     print(f"{'t_env':>8s}  {'test_return_mean':>16s}" + "".join(f"  {k[5:11]:>8s}" for k in agents))
     for j, (t, v) in enumerate(zip(curve["steps"], curve["values"])):
         print(f"{t:>8d}  {v:16.2f}" + "".join(f"  {metrics[k]['values'][j]:8.2f}" for k in agents))
     rand, rand_se = random_returns(a.overrides)
-    print("random policy, per agent:", rand, "team sum:", round(sum(rand.values()), 2),
-          "standard errors:", rand_se)
+    print(
+        "random policy, per agent:",
+        rand,
+        "team sum:",
+        round(sum(rand.values()), 2),
+        "standard errors:",
+        rand_se,
+    )
     t_env = metrics["return_mean"]["steps"][-1]
-    print(json.dumps({
-        "config": a.config, "overrides": a.overrides, "t_max": a.t_max, "seed": a.seed,
-        "raw_env_steps_per_s": round(raw, 1), "raw_before": round(raw_before, 1),
-        "raw_after": round(raw_after, 1), "wall_s": round(wall, 1),
-        "train_steps_per_s": round(t_env / wall, 1), "ratio_to_raw": round(t_env / wall / raw, 3),
-        "final_test_return_mean": round(curve["values"][-1], 2),
-        "best_test_return_mean": round(max(curve["values"]), 2),
-        "final_test_agent_returns": [round(metrics[k]["values"][-1], 2) for k in agents],
-        "random_agent_returns": list(rand.values()),
-        "random_agent_se": list(rand_se.values()), "sacred_run": run_dir,
-    }))
+    print(
+        json.dumps(
+            {
+                "config": a.config,
+                "overrides": a.overrides,
+                "t_max": a.t_max,
+                "seed": a.seed,
+                "raw_env_steps_per_s": round(raw, 1),
+                "raw_before": round(raw_before, 1),
+                "raw_after": round(raw_after, 1),
+                "wall_s": round(wall, 1),
+                "train_steps_per_s": round(t_env / wall, 1),
+                "ratio_to_raw": round(t_env / wall / raw, 3),
+                "final_test_return_mean": round(curve["values"][-1], 2),
+                "best_test_return_mean": round(max(curve["values"]), 2),
+                "final_test_agent_returns": [round(metrics[k]["values"][-1], 2) for k in agents],
+                "random_agent_returns": list(rand.values()),
+                "random_agent_se": list(rand_se.values()),
+                "sacred_run": run_dir,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

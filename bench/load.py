@@ -9,6 +9,7 @@ it while another process keeps one core busy: `spin` is a Python loop, `train` a
 with torch_threads=1. Prints a table and one JSON line. On a machine with more cores than two,
 `--busy-procs` sets how many busy processes to start (one per core but one is the shared case).
 """
+
 import argparse
 import json
 import os
@@ -23,12 +24,23 @@ SPIN = "while True:\n    pass\n"
 
 
 def timed_run(steps, threads, extra, results):
-    cmd = [sys.executable, MAIN, "--config=qmix", "--env-config=mpe", "with", f"t_max={steps}",
-           f"torch_threads={threads}", "seed=1", "test_interval=10000", "test_nepisode=32",
-           f"log_interval={max(steps, 1)}", f"local_results_path={results}", *extra]
+    cmd = [
+        sys.executable,
+        MAIN,
+        "--config=qmix",
+        "--env-config=mpe",
+        "with",
+        f"t_max={steps}",
+        f"torch_threads={threads}",
+        "seed=1",
+        "test_interval=10000",
+        "test_nepisode=32",
+        f"log_interval={max(steps, 1)}",
+        f"local_results_path={results}",
+        *extra,
+    ]
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env=clean_env())
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
     return time.perf_counter() - start
 
 
@@ -44,8 +56,16 @@ def start_busy(kind, results, n):
         if kind == "spin":
             cmd = [sys.executable, "-c", SPIN]
         else:
-            cmd = [sys.executable, MAIN, "--config=qmix", "--env-config=mpe", "with",
-                   "t_max=100000000", "torch_threads=1", f"local_results_path={results}"]
+            cmd = [
+                sys.executable,
+                MAIN,
+                "--config=qmix",
+                "--env-config=mpe",
+                "with",
+                "t_max=100000000",
+                "torch_threads=1",
+                f"local_results_path={results}",
+            ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     time.sleep(5 if kind == "train" else 1)  # let a training run get past its start-up
     return procs
@@ -74,8 +94,7 @@ def main():
                 for b in busy:
                     b.terminate()
                     b.wait()
-    print(f"QMIX on simple_spread_v3, {a.steps} steps, {os.cpu_count()} cores, busy={a.busy} "
-          f"x{a.busy_procs}")
+    print(f"QMIX on simple_spread_v3, {a.steps} steps, {os.cpu_count()} cores, busy={a.busy} x{a.busy_procs}")
     print("| torch_threads | alone (s) | beside busy (s) | slowdown |")
     print("|---|---|---|---|")
     for n in threads:

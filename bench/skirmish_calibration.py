@@ -5,6 +5,7 @@ the nearest). Prints one markdown table row per map.
 
     OMP_NUM_THREADS=1 python bench/skirmish_calibration.py [--maps 3m 8m ...] [--episodes 100]
 """
+
 import argparse
 import math
 import os

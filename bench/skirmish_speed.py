@@ -3,6 +3,7 @@ win rates of random play and of a scripted focus-fire policy; one JSON line per 
 
     OMP_NUM_THREADS=1 python bench/skirmish_speed.py [--maps 3m 2s3z 25m 27m_vs_30m] [--seconds 5]
 """
+
 import argparse
 import json
 import os
@@ -39,6 +40,7 @@ def speed(name, seconds):
 
 def win_rate(name, policy, episodes):
     from test_skirmish import focus_fire
+
     env = SkirmishEnv(map_name=name, seed=1)
     rng = np.random.default_rng(0)
     wins = 0
@@ -54,15 +56,26 @@ def win_rate(name, policy, episodes):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--maps", nargs="+", default=["3m", "8m", "2s3z", "MMM", "25m", "27m_vs_30m",
-                                                 "2c_vs_64zg", "corridor"])
+    p.add_argument(
+        "--maps",
+        nargs="+",
+        default=["3m", "8m", "2s3z", "MMM", "25m", "27m_vs_30m", "2c_vs_64zg", "corridor"],
+    )
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--episodes", type=int, default=50)
     a = p.parse_args()
     for name in a.maps:
-        print(json.dumps({"map": name, "env_steps_per_s": round(speed(name, a.seconds), 1),
-                          "random_win_rate": win_rate(name, "random", a.episodes),
-                          "focus_fire_win_rate": win_rate(name, "focus", a.episodes)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "map": name,
+                    "env_steps_per_s": round(speed(name, a.seconds), 1),
+                    "random_win_rate": win_rate(name, "random", a.episodes),
+                    "focus_fire_win_rate": win_rate(name, "focus", a.episodes),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ raw_env_steps_per_s: the mpe2 parallel env alone with random actions.
 episode_runner_steps_per_s / parallel_runner_steps_per_s: training-mode collection with QMIX
 acting (epsilon-greedy), learner off. learner_updates_per_s: QMIX updates on 32-episode batches.
 """
+
 import argparse
 import json
 import os
@@ -21,6 +22,7 @@ import torch  # noqa: E402
 
 def raw_env_rate(steps, seed=0):
     from mpe2 import simple_spread_v3
+
     env = simple_spread_v3.parallel_env(max_cycles=25)
     env.reset(seed=seed)
     for a in env.possible_agents:
@@ -81,11 +83,11 @@ def learner_rate(agent, updates):
             buffer.insert_episode_batch(runner.run())
         for _ in range(3):
             s = buffer.sample(args.batch_size)
-            learner.train(s[:, :s.max_t_filled()], 0, 0)
+            learner.train(s[:, : s.max_t_filled()], 0, 0)
         start = time.perf_counter()
         for _ in range(updates):
             s = buffer.sample(args.batch_size)
-            learner.train(s[:, :s.max_t_filled()], 0, 0)
+            learner.train(s[:, : s.max_t_filled()], 0, 0)
         return updates / (time.perf_counter() - start)
     finally:
         runner.close_env()

@@ -8,6 +8,7 @@ The batch is synthetic with SMAC 2s3z-like sizes by default (5 agents, 80 observ
 120 state features, 11 actions, 120-step episodes, some agents dying part-way), so no StarCraft II
 is needed; both learners see the same batch.
 """
+
 import argparse
 import json
 import os
@@ -23,16 +24,24 @@ import torch  # noqa: E402
 def make_batch(b, t, n, obs, state, n_actions, seed=0):
     from components.episode_buffer import EpisodeBatch
     from components.transforms import OneHot
+
     g = torch.Generator().manual_seed(seed)
     scheme = {
-        "state": {"vshape": state}, "obs": {"vshape": obs, "group": "agents"},
+        "state": {"vshape": state},
+        "obs": {"vshape": obs, "group": "agents"},
         "avail_actions": {"vshape": (n_actions,), "group": "agents", "dtype": torch.uint8},
         "actions": {"vshape": (1,), "group": "agents", "dtype": torch.long},
-        "reward": {"vshape": (1,)}, "terminated": {"vshape": (1,), "dtype": torch.uint8},
+        "reward": {"vshape": (1,)},
+        "terminated": {"vshape": (1,), "dtype": torch.uint8},
         "indi_terminated": {"vshape": (n,), "dtype": torch.uint8},
     }
-    batch = EpisodeBatch(scheme, {"agents": n}, b, t + 1,
-                         preprocess={"actions": ("actions_onehot", [OneHot(out_dim=n_actions)])})
+    batch = EpisodeBatch(
+        scheme,
+        {"agents": n},
+        b,
+        t + 1,
+        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=n_actions)])},
+    )
     avail = (torch.rand(b, t + 1, n, n_actions, generator=g) > 0.4).to(torch.uint8)
     avail[..., 0] = 1
     actions = torch.multinomial(avail.view(-1, n_actions).float(), 1, generator=g).view(b, t + 1, n, 1)
@@ -40,11 +49,20 @@ def make_batch(b, t, n, obs, state, n_actions, seed=0):
     indi = (torch.arange(t).view(1, t, 1) >= death).to(torch.uint8)
     term = torch.zeros(b, t, 1)
     term[:, -1] = 1
-    batch.update({"state": torch.randn(b, t + 1, state, generator=g),
-                  "obs": torch.randn(b, t + 1, n, obs, generator=g), "avail_actions": avail,
-                  "actions": actions}, ts=slice(0, t + 1))
-    batch.update({"reward": torch.randn(b, t, 1, generator=g), "terminated": term,
-                  "indi_terminated": indi}, ts=slice(0, t), mark_filled=False)
+    batch.update(
+        {
+            "state": torch.randn(b, t + 1, state, generator=g),
+            "obs": torch.randn(b, t + 1, n, obs, generator=g),
+            "avail_actions": avail,
+            "actions": actions,
+        },
+        ts=slice(0, t + 1),
+    )
+    batch.update(
+        {"reward": torch.randn(b, t, 1, generator=g), "terminated": term, "indi_terminated": indi},
+        ts=slice(0, t),
+        mark_filled=False,
+    )
     return batch
 
 
@@ -55,6 +73,7 @@ def time_updates(config, overrides, batch, a, updates):
     from controllers import REGISTRY as mac_REGISTRY
     from learners import REGISTRY as le_REGISTRY
     from utils.logger import Logger, get_console_logger
+
     cfg = load_config([f"--config={config}", "--env-config=mpe", "with", "seed=0", *overrides])
     args = SimpleNamespace(**cfg)
     args.device, args.unique_token = "cpu", "bench"
@@ -83,29 +102,49 @@ def main():
     p.add_argument("--actions", type=int, default=11)
     p.add_argument("--updates", type=int, default=30)
     p.add_argument("--agent", default="rnn")
-    p.add_argument("--compare-agents", action="store_true",
-                   help="instead: QMIX update time and parameter count for rnn, mlp and transformer")
+    p.add_argument(
+        "--compare-agents",
+        action="store_true",
+        help="instead: QMIX update time and parameter count for rnn, mlp and transformer",
+    )
     a = p.parse_args()
     batch = make_batch(a.batch, a.steps, a.agents, a.obs, a.state, a.actions)
     if a.compare_agents:
         for agent in ("rnn", "mlp", "transformer"):
-            ms, n_params = time_updates("qmix", [f"agent={agent}", "obs_last_action=True"], batch,
-                                        a, a.updates)
-            print(json.dumps({"batch": f"{a.batch} episodes x {a.steps} steps x {a.agents} agents",
-                              "agent": agent, "agent_params": n_params,
-                              "torch_threads": torch.get_num_threads(),
-                              "qmix_update_ms": round(ms, 1)}), flush=True)
+            ms, n_params = time_updates(
+                "qmix", [f"agent={agent}", "obs_last_action=True"], batch, a, a.updates
+            )
+            print(
+                json.dumps(
+                    {
+                        "batch": f"{a.batch} episodes x {a.steps} steps x {a.agents} agents",
+                        "agent": agent,
+                        "agent_params": n_params,
+                        "torch_threads": torch.get_num_threads(),
+                        "qmix_update_ms": round(ms, 1),
+                    }
+                ),
+                flush=True,
+            )
         return
     common = [f"agent={a.agent}", "obs_last_action=True", "standardise_rewards=False"]
-    qmix_ms, n_params = time_updates("qmix", common + ["td_lambda=0", "optimizer=rmsprop"], batch, a,
-                                     a.updates)
+    qmix_ms, n_params = time_updates(
+        "qmix", common + ["td_lambda=0", "optimizer=rmsprop"], batch, a, a.updates
+    )
     differ_ms, _ = time_updates("differ_qmix", common, batch, a, a.updates)
-    print(json.dumps({
-        "batch": f"{a.batch} episodes x {a.steps} steps x {a.agents} agents", "agent": a.agent,
-        "agent_params": n_params, "torch_threads": torch.get_num_threads(),
-        "qmix_update_ms": round(qmix_ms, 1), "differ_qmix_update_ms": round(differ_ms, 1),
-        "differ_over_qmix": round(differ_ms / qmix_ms, 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "batch": f"{a.batch} episodes x {a.steps} steps x {a.agents} agents",
+                "agent": a.agent,
+                "agent_params": n_params,
+                "torch_threads": torch.get_num_threads(),
+                "qmix_update_ms": round(qmix_ms, 1),
+                "differ_qmix_update_ms": round(differ_ms, 1),
+                "differ_over_qmix": round(differ_ms / qmix_ms, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Merge order (later wins): config/default.yaml <- config/envs/<env>.yaml <- confi
 <- `with key=value` overrides. Every problem raises ConfigError with one line that names the
 bad value and the valid choices.
 """
+
 import copy
 import math
 import operator
@@ -21,8 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_DIR = os.path.join(ROOT, "config")
 DEFAULT_ALG = "qmix"
 DEFAULT_ENV = "mpe"
-USAGE = ("usage: python src/main.py --config=<algorithm> --env-config=<environment> "
-         "[with key=value ...]")
+USAGE = "usage: python src/main.py --config=<algorithm> --env-config=<environment> [with key=value ...]"
 # env_args keys that take any value the environment accepts (checked by the env itself).
 OPEN_SECTIONS = {"env_args"}
 
@@ -117,10 +117,12 @@ def apply_override(config, defaults, key, raw):
     node, basis_node = config, defaults
     for depth, part in enumerate(parts[:-1]):
         if not isinstance(node.get(part), dict):
-            prefix = ".".join(parts[:depth + 1])
+            prefix = ".".join(parts[: depth + 1])
             if part in node:
-                raise ConfigError(f"config key '{key}': {prefix} is a value ({node[part]!r}), not a "
-                                  f"section of keys; set it with {prefix}=<value>")
+                raise ConfigError(
+                    f"config key '{key}': {prefix} is a value ({node[part]!r}), not a "
+                    f"section of keys; set it with {prefix}=<value>"
+                )
             raise ConfigError(unknown_key_message(prefix, _all_keys(config)))
         node = node[part]
         basis_node = basis_node.get(part) if isinstance(basis_node, dict) else None
@@ -138,6 +140,7 @@ def apply_override(config, defaults, key, raw):
 
 def unknown_key_message(key, keys):
     from utils.registry import closest_few
+
     guesses = closest_few(key, keys)
     hint = f"did you mean {', '.join(guesses)}? " if guesses else ""
     return f"unknown config key '{key}'; {hint}(config/default.yaml lists every key)"
@@ -172,18 +175,20 @@ class KeySpec:
     """The type and range (or choices) declared in braces at the start of a key's comment in
     default.yaml: `{int >= 1}`, `{float in (0, 1]}`, `{float > 0 or null}`, `{one of: hard, soft}`."""
 
-    PATTERN = re.compile(r"(int|float)(?:\s*(>=|>|<=|<)\s*(\S+)|\s+in\s*([\[(])\s*([^,]+),\s*"
-                         r"([^\])]+?)\s*([\])]))?")
+    PATTERN = re.compile(
+        r"(int|float)(?:\s*(>=|>|<=|<)\s*(\S+)|\s+in\s*([\[(])\s*([^,]+),\s*"
+        r"([^\])]+?)\s*([\])]))?"
+    )
 
     def __init__(self, text):
         self.text = text.strip()
         body = self.text
         self.nullable = body.endswith(" or null")
         if self.nullable:
-            body = body[:-len(" or null")].strip()
+            body = body[: -len(" or null")].strip()
         self.kind, self.choices, self.bounds = None, None, []
         if body.startswith("one of:"):
-            self.choices = [yaml.safe_load(c.strip()) for c in body[len("one of:"):].split(",")]
+            self.choices = [yaml.safe_load(c.strip()) for c in body[len("one of:") :].split(",")]
             return
         m = self.PATTERN.fullmatch(body)
         if m is None:
@@ -192,8 +197,10 @@ class KeySpec:
         if m.group(2):
             self.bounds = [(m.group(2), float(m.group(3)))]
         elif m.group(4):
-            self.bounds = [(">=" if m.group(4) == "[" else ">", float(m.group(5))),
-                           ("<=" if m.group(7) == "]" else "<", float(m.group(6)))]
+            self.bounds = [
+                (">=" if m.group(4) == "[" else ">", float(m.group(5))),
+                ("<=" if m.group(7) == "]" else "<", float(m.group(6))),
+            ]
 
     def check(self, key, value, default):
         """-> the value, converted to the declared type; ConfigError if it is not allowed."""
@@ -207,11 +214,12 @@ class KeySpec:
         try:
             value = coerce(key, value, basis)
         except ConfigError:
-            raise ConfigError(f"{key}={value!r} has the wrong type: expected {self.text} "
-                              f"(default {default!r}), got {type_name(value)}") from None
+            raise ConfigError(
+                f"{key}={value!r} has the wrong type: expected {self.text} "
+                f"(default {default!r}), got {type_name(value)}"
+            ) from None
         if math.isnan(value) or not all(COMPARE[op](value, bound) for op, bound in self.bounds):
-            raise ConfigError(f"{key}={value!r} is out of range: expected {self.text} "
-                              f"(default {default!r})")
+            raise ConfigError(f"{key}={value!r} is out of range: expected {self.text} (default {default!r})")
         return value
 
 
@@ -239,6 +247,7 @@ def results_base(config):
 def check_results_path(config):
     """Refuse a results folder that is a file or cannot be written, before anything starts."""
     import tempfile
+
     base = results_base(config)
     probe = base
     while not os.path.exists(probe):  # the nearest existing folder is where writing starts
@@ -248,14 +257,14 @@ def check_results_path(config):
         probe = parent
     if not os.path.isdir(probe):
         where = "is a file" if probe == base else f"lies under a file ({probe})"
-        raise ConfigError(f"local_results_path={config['local_results_path']!r} {where}; give a "
-                          "folder")
+        raise ConfigError(f"local_results_path={config['local_results_path']!r} {where}; give a folder")
     try:
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as e:
-        raise ConfigError(f"local_results_path={config['local_results_path']!r} cannot be written "
-                          f"({probe}: {e.strerror})") from None
+        raise ConfigError(
+            f"local_results_path={config['local_results_path']!r} cannot be written ({probe}: {e.strerror})"
+        ) from None
 
 
 def check_capabilities(config, learners, macs, mixers):
@@ -264,24 +273,31 @@ def check_capabilities(config, learners, macs, mixers):
     name = config["learner"]
     learner, mac = learners[name], macs[config["mac"]]
     if learner.mixer == "required" and config["mixer"] is None:
-        raise ConfigError(f"learner={name} needs a mixer ({' or '.join(f'mixer={m}' for m in sorted(mixers))}), "
-                          "got mixer=None")
+        raise ConfigError(
+            f"learner={name} needs a mixer ({' or '.join(f'mixer={m}' for m in sorted(mixers))}), "
+            "got mixer=None"
+        )
     if learner.mixer == "none" and config["mixer"] is not None:
         raise ConfigError(f"learner={name} uses no mixer; set mixer=None (got mixer={config['mixer']})")
     if config["mixer"] is not None and not config["common_reward"]:
-        raise ConfigError(f"mixer={config['mixer']} mixes agents' values into one team value and "
-                          "needs common_reward=True; use mixer=None (IQL) for individual rewards")
+        raise ConfigError(
+            f"mixer={config['mixer']} mixes agents' values into one team value and "
+            "needs common_reward=True; use mixer=None (IQL) for individual rewards"
+        )
     if config["mac"] not in learner.macs:
-        raise ConfigError(f"learner={name} trains mac={' or '.join(learner.macs)}, not "
-                          f"mac={config['mac']}")
+        raise ConfigError(f"learner={name} trains mac={' or '.join(learner.macs)}, not mac={config['mac']}")
     if config["policy_ensemble"] > 1 and not mac.policy_ensembles:
         able = [m for m, c in sorted(macs.items()) if c.policy_ensembles]
-        raise ConfigError(f"policy_ensemble={config['policy_ensemble']} needs a controller with "
-                          f"policy ensembles (mac={' or '.join(able)}), not mac={config['mac']}; "
-                          "use policy_ensemble=1")
+        raise ConfigError(
+            f"policy_ensemble={config['policy_ensemble']} needs a controller with "
+            f"policy ensembles (mac={' or '.join(able)}), not mac={config['mac']}; "
+            "use policy_ensemble=1"
+        )
     if config["env_args"].get("continuous_actions") and "continuous" not in learner.action_spaces:
-        raise ConfigError(f"learner={name} learns {' and '.join(learner.action_spaces)} actions; "
-                          "env_args.continuous_actions=True needs a continuous-action learner")
+        raise ConfigError(
+            f"learner={name} learns {' and '.join(learner.action_spaces)} actions; "
+            "env_args.continuous_actions=True needs a continuous-action learner"
+        )
     learner.validate(config)
 
 
@@ -296,9 +312,15 @@ def validate(config, defaults=None):
     from modules.mixers import REGISTRY as mixer_REGISTRY
     from runners import REGISTRY as r_REGISTRY
 
-    for key, registry in (("runner", r_REGISTRY), ("mac", mac_REGISTRY), ("agent", agent_REGISTRY),
-                          ("learner", le_REGISTRY), ("action_selector", sel_REGISTRY),
-                          ("env", env_REGISTRY), ("critic", critic_REGISTRY)):
+    for key, registry in (
+        ("runner", r_REGISTRY),
+        ("mac", mac_REGISTRY),
+        ("agent", agent_REGISTRY),
+        ("learner", le_REGISTRY),
+        ("action_selector", sel_REGISTRY),
+        ("env", env_REGISTRY),
+        ("critic", critic_REGISTRY),
+    ):
         registry[config[key]]
     if config["mixer"] is not None:
         mixer_REGISTRY[config["mixer"]]
@@ -307,23 +329,36 @@ def validate(config, defaults=None):
         if key in config:
             config[key] = spec.check(key, config[key], defaults.get(key))
     from modules.agents.transformer_agent import head_count_error
+
     if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):
         raise ConfigError(message)
     if config["transition_batch_size"] > 0:
-        history = [f"{k}={config[k]!r}" for k, uses in (
-            ("agent", config["agent"] != "mlp"), ("obs_last_action", config["obs_last_action"]),
-            ("td_lambda", config["td_lambda"] > 0)) if uses]
+        history = [
+            f"{k}={config[k]!r}"
+            for k, uses in (
+                ("agent", config["agent"] != "mlp"),
+                ("obs_last_action", config["obs_last_action"]),
+                ("td_lambda", config["td_lambda"] > 0),
+            )
+            if uses
+        ]
         if history:  # single transitions carry no history: train on whole episodes instead
-            print(f"note: {', '.join(history)} needs whole episodes; training on batch_size="
-                  f"{config['batch_size']} episodes instead of transition_batch_size="
-                  f"{config['transition_batch_size']} transitions", file=sys.stderr)
+            print(
+                f"note: {', '.join(history)} needs whole episodes; training on batch_size="
+                f"{config['batch_size']} episodes instead of transition_batch_size="
+                f"{config['transition_batch_size']} transitions",
+                file=sys.stderr,
+            )
             config["transition_batch_size"] = 0
     if config["buffer_size"] < config["batch_size"]:
-        raise ConfigError(f"buffer_size={config['buffer_size']} must be at least "
-                          f"batch_size={config['batch_size']}")
+        raise ConfigError(
+            f"buffer_size={config['buffer_size']} must be at least batch_size={config['batch_size']}"
+        )
     if config["runner"] == "episode" and config["batch_size_run"] != 1:
-        raise ConfigError(f"runner=episode steps one env, but batch_size_run="
-                          f"{config['batch_size_run']}; use runner=parallel or batch_size_run=1")
+        raise ConfigError(
+            f"runner=episode steps one env, but batch_size_run="
+            f"{config['batch_size_run']}; use runner=parallel or batch_size_run=1"
+        )
     check_capabilities(config, le_REGISTRY, mac_REGISTRY, mixer_REGISTRY)
     if config["evaluate"] and not config["checkpoint_path"]:
         raise ConfigError("evaluate=True needs checkpoint_path=<folder of saved models>")
@@ -331,15 +366,21 @@ def validate(config, defaults=None):
         if not os.path.isdir(config["checkpoint_path"]):
             raise ConfigError(f"checkpoint_path={config['checkpoint_path']!r} is not a folder")
         from utils.checkpoint import check_checkpoint
+
         check_checkpoint(config["checkpoint_path"], config["load_step"])
     if config["save_replay"]:
         from envs import SAVES_REPLAYS
+
         if config["env"] not in SAVES_REPLAYS:
-            raise ConfigError(f"save_replay=True: env {config['env']!r} cannot save replays "
-                              f"(envs that can: {', '.join(sorted(SAVES_REPLAYS))})")
+            raise ConfigError(
+                f"save_replay=True: env {config['env']!r} cannot save replays "
+                f"(envs that can: {', '.join(sorted(SAVES_REPLAYS))})"
+            )
         if not config["evaluate"]:
-            raise ConfigError("save_replay=True saves a replay of the evaluation episodes and "
-                              "needs evaluate=True (and checkpoint_path)")
+            raise ConfigError(
+                "save_replay=True saves a replay of the evaluation episodes and "
+                "needs evaluate=True (and checkpoint_path)"
+            )
     check_results_path(config)
 
     # The env gets the run-level reward settings; its own arguments are checked by the env.

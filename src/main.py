@@ -1,4 +1,5 @@
 """python src/main.py --config=<algorithm> --env-config=<environment> [with key=value ...]"""
+
 import os
 import random
 import signal
@@ -78,7 +79,7 @@ def main(argv):
         print(f"error: {e}", file=sys.stderr)
         return 2
     if config["seed"] is None:
-        config["seed"] = random.SystemRandom().randrange(2 ** 31)
+        config["seed"] = random.SystemRandom().randrange(2**31)
     if config["env_args"].get("seed") is None:
         config["env_args"]["seed"] = config["seed"]
     base, _ = results_folder(config)
@@ -93,14 +94,20 @@ def main(argv):
         return 2
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
-        print(f"interrupted by {signal.Signals(signum).name}; the run's record is marked "
-              f"INTERRUPTED: {sacred_record(ex)}", file=sys.stderr)
+        print(
+            f"interrupted by {signal.Signals(signum).name}; the run's record is marked "
+            f"INTERRUPTED: {sacred_record(ex)}",
+            file=sys.stderr,
+        )
         return 128 + signum
     except OSError as e:
         if not is_disk_full(e):
             raise
-        print(f"error: {disk_full_message(e)}; the run stopped (its record keeps what was written "
-              f"before: {sacred_record(ex)})", file=sys.stderr)
+        print(
+            f"error: {disk_full_message(e)}; the run stopped (its record keeps what was written "
+            f"before: {sacred_record(ex)})",
+            file=sys.stderr,
+        )
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -7,6 +7,7 @@
 Writes <out>.png, <out>.csv and <out>.md (and <out>_iqm.csv/.md with --aggregate iqm).
 One panel per task (map, scenario or env key) when several are present.
 """
+
 import argparse
 import os
 import sys
@@ -25,17 +26,30 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dirs", nargs="+", help="folders holding Sacred runs (searched recursively)")
     p.add_argument("--metric", default="test_return_mean")
-    p.add_argument("--group-by", default="name",
-                   help="config key(s), comma-separated, that name a curve (default: name)")
-    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep runs whose config KEY equals VALUE (repeatable)")
+    p.add_argument(
+        "--group-by", default="name", help="config key(s), comma-separated, that name a curve (default: name)"
+    )
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keep runs whose config KEY equals VALUE (repeatable)",
+    )
     p.add_argument("--smooth", type=int, default=1, help="moving average over K logged points")
-    p.add_argument("--status", default="COMPLETED,RUNNING,INTERRUPTED",
-                   help="run statuses to include (comma-separated; others: FAILED, and DIED "
-                        "for a run left RUNNING by a killed process)")
+    p.add_argument(
+        "--status",
+        default="COMPLETED,RUNNING,INTERRUPTED",
+        help="run statuses to include (comma-separated; others: FAILED, and DIED "
+        "for a run left RUNNING by a killed process)",
+    )
     p.add_argument("--out", default=None, help="output path without extension")
-    p.add_argument("--aggregate", choices=["iqm"], default=None,
-                   help="also aggregate final values across tasks (rliable IQM, stratified bootstrap)")
+    p.add_argument(
+        "--aggregate",
+        choices=["iqm"],
+        default=None,
+        help="also aggregate final values across tasks (rliable IQM, stratified bootstrap)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return p.parse_args(argv)
 
@@ -55,8 +69,10 @@ def apply_filters(df, filters):
             raise SystemExit(f"error: --filter '{f}' must look like KEY=VALUE")
         key, value = f.split("=", 1)
         if key not in df.columns:
-            raise SystemExit(f"error: --filter key '{key}' is not a config key of these runs; "
-                             f"some valid ones: {', '.join(sorted(c for c in df.columns if '.' in c)[:12])}")
+            raise SystemExit(
+                f"error: --filter key '{key}' is not a config key of these runs; "
+                f"some valid ones: {', '.join(sorted(c for c in df.columns if '.' in c)[:12])}"
+            )
         df = df[df[key].astype(str) == value]
     return df
 
@@ -68,7 +84,7 @@ def curves(df, smooth):
         g = g.sort_values("t_env")
         v = g["value"].to_numpy(dtype=float)
         if smooth > 1:
-            v = np.array([v[max(0, i - smooth + 1):i + 1].mean() for i in range(len(v))])
+            v = np.array([v[max(0, i - smooth + 1) : i + 1].mean() for i in range(len(v))])
         out[run] = (g["t_env"].to_numpy(dtype=float), v)
     return out
 
@@ -87,6 +103,7 @@ def bootstrap_band(matrix, rng):
 def summary_table(df, metric):
     """Per (task, group): final and best value per run -> mean, std, n seeds."""
     import pandas as pd
+
     rows = []
     for (task, group), g in df.groupby(["task", "group"], sort=True):
         finals, bests = [], []
@@ -94,10 +111,19 @@ def summary_table(df, metric):
             r = r.sort_values("t_env")
             finals.append(r["value"].iloc[-1])
             bests.append(r["value"].max())
-        rows.append({"task": task, "group": group, "metric": metric, "n_seeds": len(finals),
-                     "final_mean": np.mean(finals), "final_std": np.std(finals),
-                     "best_mean": np.mean(bests), "best_std": np.std(bests),
-                     "t_env_max": int(g["t_env"].max())})
+        rows.append(
+            {
+                "task": task,
+                "group": group,
+                "metric": metric,
+                "n_seeds": len(finals),
+                "final_mean": np.mean(finals),
+                "final_std": np.std(finals),
+                "best_mean": np.mean(bests),
+                "best_std": np.std(bests),
+                "t_env_max": int(g["t_env"].max()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -113,6 +139,7 @@ def markdown(table, float_format="{:.2f}"):
 def aggregate_iqm(table_df, rng_seed):
     """IQM of final values across tasks and seeds per group, with rliable's stratified bootstrap."""
     import pandas as pd
+
     try:
         from rliable import library as rly
         from rliable import metrics
@@ -125,15 +152,27 @@ def aggregate_iqm(table_df, rng_seed):
         scores[group] = np.stack([t[:n] for t in per_task], axis=1)  # [runs, tasks]
     np.random.seed(rng_seed)
     point, interval = rly.get_interval_estimates(
-        scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=BOOTSTRAP)
-    return pd.DataFrame([{"group": g, "iqm": float(point[g][0]), "ci_low": float(interval[g][0][0]),
-                          "ci_high": float(interval[g][1][0]), "n_runs": scores[g].shape[0],
-                          "n_tasks": scores[g].shape[1]} for g in scores])
+        scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=BOOTSTRAP
+    )
+    return pd.DataFrame(
+        [
+            {
+                "group": g,
+                "iqm": float(point[g][0]),
+                "ci_low": float(interval[g][0][0]),
+                "ci_high": float(interval[g][1][0]),
+                "n_runs": scores[g].shape[0],
+                "n_tasks": scores[g].shape[1],
+            }
+            for g in scores
+        ]
+    )
 
 
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -143,8 +182,12 @@ def main(argv=None):
     df = load_runs(a.dirs, metrics=[a.metric], status=set(a.status.split(",")))
     skipped = df.attrs.get("skipped", {})
     if skipped:
-        print("left out by --status: " + ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
-              + (" (DIED: killed without a record)" if "DIED" in skipped else ""), file=sys.stderr)
+        print(
+            "left out by --status: "
+            + ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
+            + (" (DIED: killed without a record)" if "DIED" in skipped else ""),
+            file=sys.stderr,
+        )
     if df.empty:
         raise SystemExit(f"error: no runs with metric '{a.metric}' under {', '.join(a.dirs)}")
     df = apply_filters(df, a.filter)
@@ -167,8 +210,7 @@ def main(argv=None):
         for group, g in sorted(df[df["task"] == task].groupby("group"), key=lambda x: x[0]):
             runs = curves(g, a.smooth)
             grid = np.unique(np.concatenate([s for s, _ in runs.values()]))
-            matrix = np.array([np.interp(grid, s, v, left=np.nan, right=np.nan)
-                               for s, v in runs.values()])
+            matrix = np.array([np.interp(grid, s, v, left=np.nan, right=np.nan) for s, v in runs.values()])
             mean, lo, hi = bootstrap_band(matrix, rng)
             ax.plot(grid, mean, label=f"{group} (n={len(runs)})")
             ax.fill_between(grid, lo, hi, alpha=0.25)
@@ -188,9 +230,17 @@ def main(argv=None):
     written = [out + ".png", out + ".csv", out + ".md"]
 
     if a.aggregate == "iqm":
-        finals = (df.sort_values("t_env").groupby("run_dir")
-                  .agg(group=("group", "first"), task=("task", "first"), seed=("seed", "first"),
-                       final=("value", "last")).reset_index())
+        finals = (
+            df.sort_values("t_env")
+            .groupby("run_dir")
+            .agg(
+                group=("group", "first"),
+                task=("task", "first"),
+                seed=("seed", "first"),
+                final=("value", "last"),
+            )
+            .reset_index()
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             iqm = aggregate_iqm(finals, a.seed)

@@ -1,4 +1,5 @@
 """Builds env info, scheme, buffer, controller and learner from the config; the training loop."""
+
 import gc
 import os
 import random
@@ -73,15 +74,18 @@ def build_scheme(args, env_info):
         "indi_terminated": {"vshape": (n_agents,), "dtype": torch.uint8},
     }
     if continuous:
-        scheme["actions"] = {"vshape": (env_info["n_actions"],), "group": "agents",
-                             "dtype": torch.float32}
+        scheme["actions"] = {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": torch.float32}
         preprocess = {}
     else:
         scheme["actions"] = {"vshape": (1,), "group": "agents", "dtype": torch.long}
         preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=env_info["n_actions"])])}
     if getattr(args, "policy_ensemble", 1) > 1:  # which sub-policy each agent played the episode with
-        scheme["policy_index"] = {"vshape": (1,), "group": "agents", "dtype": torch.long,
-                                  "episode_const": True}
+        scheme["policy_index"] = {
+            "vshape": (1,),
+            "group": "agents",
+            "dtype": torch.long,
+            "episode_const": True,
+        }
     return scheme, {"agents": n_agents}, preprocess
 
 
@@ -99,19 +103,29 @@ def run_sequential(args, logger):
         if args.action_space == "continuous":
             args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
         if args.action_space not in le_REGISTRY[args.learner].action_spaces:
-            raise ConfigError(f"learner={args.learner} learns {' and '.join(le_REGISTRY[args.learner].action_spaces)} "
-                              f"actions, but this env's are {args.action_space}")
+            raise ConfigError(
+                f"learner={args.learner} learns {' and '.join(le_REGISTRY[args.learner].action_spaces)} "
+                f"actions, but this env's are {args.action_space}"
+            )
         scheme, groups, preprocess = build_scheme(args, env_info)
         check_buffer_memory(args, scheme, groups, env_info["episode_limit"] + 1)
         buffer_device = "cpu" if args.buffer_cpu_only else args.device
-        buffer = ReplayBuffer(scheme, groups, args.buffer_size, env_info["episode_limit"] + 1,
-                              preprocess=preprocess, device=buffer_device)
+        buffer = ReplayBuffer(
+            scheme,
+            groups,
+            args.buffer_size,
+            env_info["episode_limit"] + 1,
+            preprocess=preprocess,
+            device=buffer_device,
+        )
         mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)
         runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
         learner = le_REGISTRY[args.learner](mac, buffer.scheme, logger, args)
         learner.to(args.device)
-        console.info(f"env {args.env} {env_info_summary(env_info)}; device {args.device}; "
-                     f"run token {args.unique_token}")
+        console.info(
+            f"env {args.env} {env_info_summary(env_info)}; device {args.device}; "
+            f"run token {args.unique_token}"
+        )
 
         episode = 0
         if args.checkpoint_path:
@@ -148,14 +162,18 @@ def check_buffer_memory(args, scheme, groups, max_seq_length):
         return
     if need > 0.8 * total:
         fit = max(1, int(0.5 * total / (per_step * max_seq_length)))
-        raise ConfigError(f"buffer_size={args.buffer_size} episodes of this env need "
-                          f"{need / 2 ** 30:.1f} GiB, more than this machine's "
-                          f"{total / 2 ** 30:.1f} GiB of memory allows; use buffer_size={fit} or less")
+        raise ConfigError(
+            f"buffer_size={args.buffer_size} episodes of this env need "
+            f"{need / 2**30:.1f} GiB, more than this machine's "
+            f"{total / 2**30:.1f} GiB of memory allows; use buffer_size={fit} or less"
+        )
 
 
 def env_info_summary(info):
-    return (f"(n_agents {info['n_agents']}, n_actions {info['n_actions']}, obs {info['obs_shape']}, "
-            f"state {info['state_shape']}, episode_limit {info['episode_limit']})")
+    return (
+        f"(n_agents {info['n_agents']}, n_actions {info['n_actions']}, obs {info['obs_shape']}, "
+        f"state {info['state_shape']}, episode_limit {info['episode_limit']})"
+    )
 
 
 def evaluate_sequential(args, runner, logger):
@@ -170,8 +188,11 @@ def evaluate_sequential(args, runner, logger):
 
 def train_loop(args, runner, buffer, learner, logger, episode):
     t_start = runner.t_env
-    unit = (f"{args.transition_batch_size} single transitions" if args.transition_batch_size
-            else f"{args.batch_size} episodes")
+    unit = (
+        f"{args.transition_batch_size} single transitions"
+        if args.transition_batch_size
+        else f"{args.batch_size} episodes"
+    )
     logger.console_logger.info(f"training for {args.t_max} env steps; updates on batches of {unit}")
     # The loop makes many short-lived objects and no long-lived cycles: move everything built so
     # far out of the collector's view and collect less often (a few % of wall-clock time).
@@ -257,16 +278,18 @@ def draw_batch(args, buffer):
     if args.transition_batch_size:
         if not buffer.can_sample_transitions(args.transition_batch_size):
             return None
-        return buffer.sample_transitions(args.transition_batch_size,
-                                         None if args.time_limit_bootstrap else args.episode_limit)
+        return buffer.sample_transitions(
+            args.transition_batch_size, None if args.time_limit_bootstrap else args.episode_limit
+        )
     if not buffer.can_sample(args.batch_size):
         return None
     sample = buffer.sample(args.batch_size)
-    return sample[:, :sample.max_t_filled()]
+    return sample[:, : sample.max_t_filled()]
 
 
 def save_model(args, runner, learner, episode):
     root = os.path.join(args.local_results_path, "models", args.unique_token)
-    path = save_checkpoint(root, runner.t_env, learner,
-                           {"episode": episode, "name": args.name, "env": args.env})
+    path = save_checkpoint(
+        root, runner.t_env, learner, {"episode": episode, "name": args.name, "env": args.env}
+    )
     get_console_logger().info(f"saved checkpoint {path}")

@@ -22,6 +22,7 @@ Every run gets experiment=<experiment> and a sweep_key naming its configuration;
 sweep skips runs whose key already has a COMPLETED Sacred record. A failed run is recorded and
 the others go on; the exit code is 1 if any failed.
 """
+
 import argparse
 import concurrent.futures
 import ctypes
@@ -43,8 +44,18 @@ from utils.errors import ConfigError  # noqa: E402
 from utils.results import find_runs  # noqa: E402
 
 MAIN = os.path.join(ROOT, "src", "main.py")
-SPEC_KEYS = {"experiment", "config", "env_config", "overrides", "grid", "seeds", "backend",
-             "workers", "ray_address", "results"}
+SPEC_KEYS = {
+    "experiment",
+    "config",
+    "env_config",
+    "overrides",
+    "grid",
+    "seeds",
+    "backend",
+    "workers",
+    "ray_address",
+    "results",
+}
 
 
 def load_spec(path):
@@ -59,8 +70,9 @@ def load_spec(path):
         raise ConfigError(f"{path} must hold a mapping")
     unknown = sorted(set(spec) - SPEC_KEYS)
     if unknown:
-        raise ConfigError(f"unknown sweep key(s) {', '.join(unknown)} in {path}; valid keys: "
-                          f"{', '.join(sorted(SPEC_KEYS))}")
+        raise ConfigError(
+            f"unknown sweep key(s) {', '.join(unknown)} in {path}; valid keys: {', '.join(sorted(SPEC_KEYS))}"
+        )
     if not spec.get("experiment"):
         raise ConfigError(f"{path}: set `experiment` (the name its runs are grouped under)")
     return spec
@@ -88,17 +100,33 @@ def expand(spec):
         for seed in seeds:
             ident = json.dumps([config, env_config, sorted(overrides.items()), seed], default=str)
             key = hashlib.sha1(ident.encode()).hexdigest()[:12]
-            runs.append({"config": config, "env_config": env_config, "overrides": overrides,
-                         "grid": dict(zip(keys, combo)), "seed": seed, "key": key})
+            runs.append(
+                {
+                    "config": config,
+                    "env_config": env_config,
+                    "overrides": overrides,
+                    "grid": dict(zip(keys, combo)),
+                    "seed": seed,
+                    "key": key,
+                }
+            )
     return runs
 
 
 def command(run, spec):
     results = spec.get("results", "results")
-    return [sys.executable, MAIN, f"--config={run['config']}", f"--env-config={run['env_config']}",
-            "with", *(f"{k}={yaml_value(v)}" for k, v in run["overrides"].items()),
-            f"seed={run['seed']}", f"experiment={spec['experiment']}", f"sweep_key={run['key']}",
-            f"local_results_path={results}"]
+    return [
+        sys.executable,
+        MAIN,
+        f"--config={run['config']}",
+        f"--env-config={run['env_config']}",
+        "with",
+        *(f"{k}={yaml_value(v)}" for k, v in run["overrides"].items()),
+        f"seed={run['seed']}",
+        f"experiment={spec['experiment']}",
+        f"sweep_key={run['key']}",
+        f"local_results_path={results}",
+    ]
 
 
 def completed_keys(spec):
@@ -158,8 +186,15 @@ class LocalRuns:
             if self.stopping:
                 return None
             with open(log, "w") as f:
-                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=run_env(),
-                                     cwd=ROOT, start_new_session=True, preexec_fn=child_setup)
+                p = subprocess.Popen(
+                    cmd,
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    env=run_env(),
+                    cwd=ROOT,
+                    start_new_session=True,
+                    preexec_fn=child_setup,
+                )
             self.procs.add(p)
         try:
             return p.wait()
@@ -204,14 +239,15 @@ def run_ray(jobs, address):
         import ray
     except ImportError:
         raise ConfigError("backend=ray needs Ray: pip install 'ray>=2.40'") from None
-    ray.init(address=address, include_dashboard=False, log_to_driver=False,
-             ignore_reinit_error=True)
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+
     def ray_run(cmd, log, cwd):
         # Defined here so Ray ships it by value: workers need not import this module. Runs on a
         # cluster need the repository at the same path on every node.
         import os as _os
         import signal as _signal
         import subprocess as _subprocess
+
         env = dict(_os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
         _os.makedirs(_os.path.dirname(log), exist_ok=True)
@@ -255,9 +291,11 @@ def describe(run):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n", 2)[2])
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n", 2)[2],
+    )
     p.add_argument("file", nargs="?", help="sweep YAML file")
     p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
     p.add_argument("--backend", choices=["local", "ray"], help="overrides the file's backend")
@@ -282,8 +320,9 @@ def spec_from_args(a):
             raise ConfigError(f"key=value overrides go in the sweep file, got {a.overrides}")
         return load_spec(a.file)
     if not a.config:
-        raise ConfigError("give a sweep file, or --config (and --env-config, --seeds) for seeds of "
-                          "one configuration")
+        raise ConfigError(
+            "give a sweep file, or --config (and --env-config, --seeds) for seeds of one configuration"
+        )
     overrides = {}
     for o in a.overrides:
         if "=" not in o:
@@ -295,8 +334,13 @@ def spec_from_args(a):
     except ValueError:
         raise ConfigError(f"--seeds must be comma-separated integers, got '{a.seeds}'") from None
     env = a.env_config or "mpe"
-    return {"experiment": a.experiment or f"{a.config}_{env}", "config": a.config,
-            "env_config": env, "overrides": overrides, "seeds": seeds}
+    return {
+        "experiment": a.experiment or f"{a.config}_{env}",
+        "config": a.config,
+        "env_config": env,
+        "overrides": overrides,
+        "seeds": seeds,
+    }
 
 
 def main(argv=None):
@@ -348,14 +392,19 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"sweep {spec['experiment']} interrupted: {completed} completed, {stopped} "
-              f"interrupted, {failed} failed, {len(todo) - completed - stopped - failed} not "
-              f"started (run the sweep again to go on)", file=sys.stderr)
+        print(
+            f"sweep {spec['experiment']} interrupted: {completed} completed, {stopped} "
+            f"interrupted, {failed} failed, {len(todo) - completed - stopped - failed} not "
+            f"started (run the sweep again to go on)",
+            file=sys.stderr,
+        )
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(f"sweep {spec['experiment']}: {completed} completed, {failed} failed"
-          + (f", {stopped} interrupted" if stopped else ""))
+    print(
+        f"sweep {spec['experiment']}: {completed} completed, {failed} failed"
+        + (f", {stopped} interrupted" if stopped else "")
+    )
     return 1 if failed or stopped else 0
 
 

@@ -20,9 +20,20 @@ class MockEnv(MultiAgentEnv):
     reaches episode_limit (a time-limit cut). Agent i dies at step death_steps[i] (None: never).
     Observation of agent i at step t: [t, i, seed, 1]; state: [t, seed]."""
 
-    def __init__(self, n_agents=2, n_actions=3, episode_limit=10, ep_len=5, death_steps=None,
-                 seed=0, common_reward=True, reward_scalarisation="sum", crash_at_step=None,
-                 raise_at_t=None, **_):
+    def __init__(
+        self,
+        n_agents=2,
+        n_actions=3,
+        episode_limit=10,
+        ep_len=5,
+        death_steps=None,
+        seed=0,
+        common_reward=True,
+        reward_scalarisation="sum",
+        crash_at_step=None,
+        raise_at_t=None,
+        **_,
+    ):
         self.n_agents, self.n_actions, self.episode_limit = n_agents, n_actions, episode_limit
         self.seed_ = seed or 0
         self.length = ep_len + self.seed_ % 3
@@ -84,6 +95,7 @@ env_REGISTRY["mock"] = MockEnv
 def make_args(**overrides):
     """A config namespace from default.yaml plus overrides (no command line)."""
     from config import CONFIG_DIR, load_yaml
+
     cfg = load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
     cfg.update(device="cpu", seed=0, unique_token="test")
     cfg.update(overrides)
@@ -101,8 +113,12 @@ def mock_setup():
     made = []
 
     def build(runner="episode", batch_size_run=1, **env_args):
-        args = make_args(env="mock", runner=runner, batch_size_run=batch_size_run,
-                         env_args=dict(env_args, seed=env_args.get("seed", 0)))
+        args = make_args(
+            env="mock",
+            runner=runner,
+            batch_size_run=batch_size_run,
+            env_args=dict(env_args, seed=env_args.get("seed", 0)),
+        )
         r = r_REGISTRY[runner](args=args, logger=Logger(get_console_logger()))
         made.append(r)
         info = r.get_env_info()
@@ -111,8 +127,8 @@ def mock_setup():
         args.common_reward = env_args.get("common_reward", True)
         scheme, groups, preprocess = build_scheme(args, info)
         mac = mac_REGISTRY["basic_mac"](
-            {**scheme, "actions_onehot": {"vshape": (info["n_actions"],), "group": "agents"}},
-            groups, args)
+            {**scheme, "actions_onehot": {"vshape": (info["n_actions"],), "group": "agents"}}, groups, args
+        )
         r.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
         return args, r, mac
 

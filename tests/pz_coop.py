@@ -2,6 +2,7 @@
 
 Each step both agents see the same cue (one of 3) and the team gets reward 1 when both pick the
 action matching the cue. 10 steps per episode: a random team scores about 10/9, the best 10."""
+
 import numpy as np
 from gymnasium.spaces import Box, Discrete
 from pettingzoo import ParallelEnv
@@ -47,8 +48,13 @@ class CueMatch(ParallelEnv):
         agents = list(self.agents)
         if trunc:
             self.agents = []
-        return (obs, {a: hit for a in agents}, {a: False for a in agents},
-                {a: trunc for a in agents}, {a: {} for a in agents})
+        return (
+            obs,
+            {a: hit for a in agents},
+            {a: False for a in agents},
+            {a: trunc for a in agents},
+            {a: {} for a in agents},
+        )
 
 
 def parallel_env(max_cycles=10):

@@ -1,5 +1,6 @@
 """A tiny PettingZoo ParallelEnv for tests: agent "b" terminates after 3 steps, "a" runs on.
 It takes no max_cycles argument and has no state(), to exercise the wrapper's fallbacks."""
+
 import numpy as np
 from gymnasium.spaces import Box, Discrete
 from pettingzoo import ParallelEnv

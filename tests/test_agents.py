@@ -1,5 +1,6 @@
 """Agent networks (mlp, rnn, transformer): shapes across learners, memory, action-semantic heads,
 configuration errors and gradient flow."""
+
 import pytest
 import torch
 
@@ -11,15 +12,20 @@ from utils.errors import ConfigError
 
 # A SMAC-like layout: move (4), 3 enemies (5 each), 2 allies (5 each), own (3); actions: no-op,
 # stop, 4 moves, then attack enemy j.
-SMAC_LIKE = [{"name": "move", "count": 1, "dim": 4}, {"name": "enemies", "count": 3, "dim": 5},
-             {"name": "allies", "count": 2, "dim": 5}, {"name": "own", "count": 1, "dim": 3}]
+SMAC_LIKE = [
+    {"name": "move", "count": 1, "dim": 4},
+    {"name": "enemies", "count": 3, "dim": 5},
+    {"name": "allies", "count": 2, "dim": 5},
+    {"name": "own", "count": 1, "dim": 3},
+]
 D = 4 + 15 + 10 + 3
 ATTACK = {"group": "enemies", "first_action": 6}
 
 
 def transformer(input_shape=D, n_actions=9, **kw):
-    settings = dict(transformer_embed_dim=16, transformer_n_head=2, transformer_n_layers=2,
-                    transformer_token_dim=5)
+    settings = dict(
+        transformer_embed_dim=16, transformer_n_head=2, transformer_n_layers=2, transformer_token_dim=5
+    )
     args = make_args(n_actions=n_actions, **{**settings, **kw})
     return agent_REGISTRY["transformer"](input_shape, args)
 
@@ -53,7 +59,7 @@ def test_hidden_state_carries_memory(agent):
     h = net.init_hidden(3)
     steps = []
     for t in range(4):
-        o, h = net(x[:, t:t + 1], h)
+        o, h = net(x[:, t : t + 1], h)
         steps.append(o)
     assert torch.allclose(torch.cat(steps, 1), out, atol=1e-5)
 
@@ -126,23 +132,38 @@ def test_supervised_fit_reaches_every_parameter(layout):
     assert loss.item() < 0.5 * first
 
 
-@pytest.mark.parametrize("config,extra", [
-    ("qmix", ["agent=transformer"]),
-    ("maddpg", ["agent=transformer"]),
-    ("differ_qmix_transformer", ["transformer_n_layers=1"]),
-    ("differ_qmix_transformer", ["transformer_n_head=1"]),
-    ("iql", ["agent=transformer", "env_args.scenario=simple_adversary_v3", "common_reward=False"]),
-])
+@pytest.mark.parametrize(
+    "config,extra",
+    [
+        ("qmix", ["agent=transformer"]),
+        ("maddpg", ["agent=transformer"]),
+        ("differ_qmix_transformer", ["transformer_n_layers=1"]),
+        ("differ_qmix_transformer", ["transformer_n_head=1"]),
+        ("iql", ["agent=transformer", "env_args.scenario=simple_adversary_v3", "common_reward=False"]),
+    ],
+)
 def test_transformer_trains_with_every_learner(tmp_path, config, extra):
-    argv = [f"--config={config}", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
-            "seed=1", "t_max=120", "test_interval=100", "test_nepisode=1", "batch_size=2",
-            "buffer_size=10", "env_args.max_cycles=10", *extra]
+    argv = [
+        f"--config={config}",
+        "--env-config=mpe",
+        "with",
+        f"local_results_path={tmp_path}",
+        "seed=1",
+        "t_max=120",
+        "test_interval=100",
+        "test_nepisode=1",
+        "batch_size=2",
+        "buffer_size=10",
+        "env_args.max_cycles=10",
+        *extra,
+    ]
     assert main.main(argv) == 0
 
 
 @pytest.mark.parametrize("agent", ["mlp", "rnn"])
 def test_agent_group_routes_each_row_to_its_network(agent):
     from modules.agents.agent_group import AgentGroup
+
     torch.manual_seed(0)
     args = make_args(n_actions=4, hidden_dim=8)
     group = AgentGroup(lambda: agent_REGISTRY[agent](5, args), 4)
@@ -154,12 +175,11 @@ def test_agent_group_routes_each_row_to_its_network(agent):
         h = h + torch.randn_like(h)  # a carried state, not zeros
     out, h2 = group(x, h, route)
     for r, g in enumerate(nets.tolist()):
-        want, want_h = group.agents[g](x[r:r + 1], None if h is None else h[r:r + 1])
+        want, want_h = group.agents[g](x[r : r + 1], None if h is None else h[r : r + 1])
         assert torch.allclose(out[r], want[0], atol=1e-6), r
         if agent == "rnn":
             assert torch.allclose(h2[r], want_h[0], atol=1e-6), r
     # gradients reach only the networks that ran, and each from its own rows
     out[nets == 3].sum().backward()
-    grads = [any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.parameters())
-             for a in group.agents]
+    grads = [any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.parameters()) for a in group.agents]
     assert grads == [False, False, False, True]

@@ -16,8 +16,18 @@ def test_merge_order_default_env_alg_override():
     assert default["t_max"] != cfg["t_max"] == 2050000  # env file over default
     assert default["optimizer"] == "rmsprop" and cfg["optimizer"] == "adam"  # alg over default
     assert cfg["mixer"] == "qmix" and cfg["name"] == "qmix"
-    cfg = load_config(["--config=qmix", "--env-config=mpe", "with", "t_max=123", "optimizer=rmsprop",
-                       "env_args.scenario=simple_adversary_v3", "env_args.N=2", "mixer=vdn"])
+    cfg = load_config(
+        [
+            "--config=qmix",
+            "--env-config=mpe",
+            "with",
+            "t_max=123",
+            "optimizer=rmsprop",
+            "env_args.scenario=simple_adversary_v3",
+            "env_args.N=2",
+            "mixer=vdn",
+        ]
+    )
     assert cfg["t_max"] == 123 and cfg["optimizer"] == "rmsprop" and cfg["mixer"] == "vdn"
     assert cfg["env_args"]["scenario"] == "simple_adversary_v3" and cfg["env_args"]["N"] == 2
     assert cfg["env_args"]["max_cycles"] == 25  # untouched nested keys survive
@@ -32,6 +42,7 @@ def test_alg_file_beats_env_file(tmp_path, monkeypatch):
     (envs / "e.yaml").write_text(open(os.path.join(CONFIG_DIR, "envs", "mpe.yaml")).read() + "\nlr: 0.1\n")
     (algs / "a.yaml").write_text("name: a\nlr: 0.2\n")
     import config
+
     monkeypatch.setattr(config, "CONFIG_DIR", str(tmp_path))
     assert config.load_config(["--config=a", "--env-config=e"])["lr"] == 0.2
 
@@ -50,65 +61,110 @@ def test_test_nepisode_rounded_to_runner_batches():
     assert cfg["test_nepisode"] == 4
 
 
-@pytest.mark.parametrize("argv,fragment", [
-    (["--config=qmx"], "unknown --config name 'qmx'; valid choices: "
-                       "differ_qmix, differ_qmix_parallel, differ_qmix_transformer, differ_vdn, iql, maddpg, qmix, qmix_transformer, vdn (did you mean 'qmix'?)"),
-    (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
-    (["with", "t_mx=5"], "unknown config key 't_mx'"),
-    (["with", "t_max=abc"], "t_max='abc' has the wrong type: expected int"),
-    (["with", "use_tensorboard=3"], "use_tensorboard=3 has the wrong type: expected bool"),
-    (["with", "runner=paralel"], "unknown runner 'paralel'; valid choices: episode, parallel (did you mean 'parallel'?)"),
-    (["with", "agent=gru"], "unknown agent 'gru'"),
-    (["with", "mixer=qmixx"], "unknown mixer 'qmixx'"),
-    (["with", "learner=foo"], "unknown learner 'foo'"),
-    (["with", "action_selector=soft"], "unknown action_selector 'soft'"),
-    (["with", "optimizer=sgd"], "unknown optimizer 'sgd'; valid choices: adam, rmsprop"),
-    (["with", "hypernet_layers=3"], "unknown hypernet_layers '3'"),
-    (["with", "continuous_actor=sigmoid"], "unknown continuous_actor 'sigmoid'; valid choices: softmax, tanh"),
-    (["with", "train_interval_steps=-1"], "train_interval_steps=-1 is out of range: expected int >= 0 (default 0)"),
-    (["with", "exploration_mode=ou"], "unknown exploration_mode 'ou'; valid choices: gaussian, ornstein_uhlenbeck"),
-    (["with", "ou_theta=0"], "ou_theta=0.0 is out of range: expected float in (0, 1]"),
-    (["with", "policy_ensemble=0"], "policy_ensemble=0 is out of range: expected int >= 1"),
-    (["with", "policy_ensemble=3"], "policy_ensemble=3 needs a controller with policy ensembles (mac=maddpg_mac), not mac=basic_mac"),
-    (["with", "env_args.scenario=simple_spred_v3"], "did you mean 'simple_spread_v3'"),
-    (["with", "env_args.foo=1"], "unknown argument of mpe2.simple_spread_v3 (env_args) 'foo'"),
-    (["with", "batch_size_run=4"], "runner=episode steps one env"),
-    (["with", "learner=q_divide_learner", "mixer=None"], "learner=q_divide_learner needs a mixer (mixer=qmix or mixer=vdn)"),
-    (["--config=maddpg", "with", "mixer=qmix"], "learner=maddpg_learner uses no mixer; set mixer=None"),
-    (["--config=maddpg", "with", "mac=basic_mac"], "learner=maddpg_learner trains mac=maddpg_mac, not mac=basic_mac"),
-    (["with", "mac=maddpg_mac"], "learner=q_learner trains mac=basic_mac, not mac=maddpg_mac"),
-    (["with", "selected=bogus", "learner=q_divide_learner"], "unknown selected 'bogus'"),
-    (["with", "batch_size=0"], "batch_size=0 is out of range: expected int >= 1 (default 32)"),
-    (["with", "common_reward=False"], "needs common_reward=True"),
-    (["with", "evaluate=True"], "evaluate=True needs checkpoint_path"),
-    (["with", "env_args.continuous_actions=True"], "needs a continuous-action learner"),
-    (["with", "checkpoint_path=/nonexistent"], "is not a folder"),
-    (["t_max=5"], "put overrides after 'with'"),
-    # numeric keys: the type and range declared in default.yaml's comments
-    (["with", "lr=-1"], "lr=-1.0 is out of range: expected float > 0 (default 0.0005)"),
-    (["with", "lr=0"], "lr=0.0 is out of range: expected float > 0"),
-    (["with", "gamma=1.5"], "gamma=1.5 is out of range: expected float in [0, 1] (default 0.99)"),
-    (["with", "epsilon_start=2"], "epsilon_start=2.0 is out of range: expected float in [0, 1]"),
-    (["with", "seed=abc"], "seed='abc' has the wrong type: expected int in [0, 4294967295] or null"),
-    (["with", "seed=-1"], "seed=-1 is out of range: expected int in [0, 4294967295] or null"),
-    (["with", "seed=1.5"], "seed=1.5 has the wrong type"),
-    (["with", "critic_lr=abc"], "critic_lr='abc' has the wrong type: expected float > 0 or null"),
-    (["with", "tau=nan"], "tau=nan is out of range"),
-    (["with", "optim_alpha=1"], "optim_alpha=1.0 is out of range: expected float in [0, 1)"),
-    # env constructor arguments: typed by the scenario's signature, judged by the scenario
-    (["with", "env_args.N=abc"], "env_args.N='abc' has the wrong type: expected int (default 3), got str"),
-    (["with", "env_args.N=0"], "mpe2.simple_spread_v3 cannot be built with env_args N=0: ValueError"),
-    (["with", "env_args.local_ratio=2"], "cannot be built with env_args local_ratio=2.0: AssertionError"),
-    (["with", "env_args.max_cycles=0"], "env_args.max_cycles=0 must be a positive integer"),
-    (["--env-config=skirmish", "with", "env_args.move_amount=0"], "env_args.move_amount=0 must be positive"),
-    (["--env-config=skirmish", "with", "env_args.reward_win=abc"], "env_args.reward_win='abc' has the wrong type"),
-    (["--env-config=skirmish", "with", "env_args.difficulty=11"], "unknown env_args.difficulty '11'"),
-    (["--env-config=skirmish", "with", "env_args.seed=-3"], "env_args.seed=-3 must be a non-negative integer"),
-    # messages that say what is wrong
-    (["--conifg=qmix"], "unknown option '--conifg'; valid choices: --config, --env-config (did you mean '--config'?)"),
-    (["with", "t_max.x=1"], "config key 't_max.x': t_max is a value (2050000), not a section of keys"),
-    (["with", "lrr=1"], "unknown config key 'lrr'; did you mean lr, learner? (config/default.yaml lists every key)"),
-])
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (
+            ["--config=qmx"],
+            "unknown --config name 'qmx'; valid choices: "
+            "differ_qmix, differ_qmix_parallel, differ_qmix_transformer, differ_vdn, iql, maddpg, qmix, qmix_transformer, vdn (did you mean 'qmix'?)",
+        ),
+        (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
+        (["with", "t_mx=5"], "unknown config key 't_mx'"),
+        (["with", "t_max=abc"], "t_max='abc' has the wrong type: expected int"),
+        (["with", "use_tensorboard=3"], "use_tensorboard=3 has the wrong type: expected bool"),
+        (
+            ["with", "runner=paralel"],
+            "unknown runner 'paralel'; valid choices: episode, parallel (did you mean 'parallel'?)",
+        ),
+        (["with", "agent=gru"], "unknown agent 'gru'"),
+        (["with", "mixer=qmixx"], "unknown mixer 'qmixx'"),
+        (["with", "learner=foo"], "unknown learner 'foo'"),
+        (["with", "action_selector=soft"], "unknown action_selector 'soft'"),
+        (["with", "optimizer=sgd"], "unknown optimizer 'sgd'; valid choices: adam, rmsprop"),
+        (["with", "hypernet_layers=3"], "unknown hypernet_layers '3'"),
+        (
+            ["with", "continuous_actor=sigmoid"],
+            "unknown continuous_actor 'sigmoid'; valid choices: softmax, tanh",
+        ),
+        (
+            ["with", "train_interval_steps=-1"],
+            "train_interval_steps=-1 is out of range: expected int >= 0 (default 0)",
+        ),
+        (
+            ["with", "exploration_mode=ou"],
+            "unknown exploration_mode 'ou'; valid choices: gaussian, ornstein_uhlenbeck",
+        ),
+        (["with", "ou_theta=0"], "ou_theta=0.0 is out of range: expected float in (0, 1]"),
+        (["with", "policy_ensemble=0"], "policy_ensemble=0 is out of range: expected int >= 1"),
+        (
+            ["with", "policy_ensemble=3"],
+            "policy_ensemble=3 needs a controller with policy ensembles (mac=maddpg_mac), not mac=basic_mac",
+        ),
+        (["with", "env_args.scenario=simple_spred_v3"], "did you mean 'simple_spread_v3'"),
+        (["with", "env_args.foo=1"], "unknown argument of mpe2.simple_spread_v3 (env_args) 'foo'"),
+        (["with", "batch_size_run=4"], "runner=episode steps one env"),
+        (
+            ["with", "learner=q_divide_learner", "mixer=None"],
+            "learner=q_divide_learner needs a mixer (mixer=qmix or mixer=vdn)",
+        ),
+        (["--config=maddpg", "with", "mixer=qmix"], "learner=maddpg_learner uses no mixer; set mixer=None"),
+        (
+            ["--config=maddpg", "with", "mac=basic_mac"],
+            "learner=maddpg_learner trains mac=maddpg_mac, not mac=basic_mac",
+        ),
+        (["with", "mac=maddpg_mac"], "learner=q_learner trains mac=basic_mac, not mac=maddpg_mac"),
+        (["with", "selected=bogus", "learner=q_divide_learner"], "unknown selected 'bogus'"),
+        (["with", "batch_size=0"], "batch_size=0 is out of range: expected int >= 1 (default 32)"),
+        (["with", "common_reward=False"], "needs common_reward=True"),
+        (["with", "evaluate=True"], "evaluate=True needs checkpoint_path"),
+        (["with", "env_args.continuous_actions=True"], "needs a continuous-action learner"),
+        (["with", "checkpoint_path=/nonexistent"], "is not a folder"),
+        (["t_max=5"], "put overrides after 'with'"),
+        # numeric keys: the type and range declared in default.yaml's comments
+        (["with", "lr=-1"], "lr=-1.0 is out of range: expected float > 0 (default 0.0005)"),
+        (["with", "lr=0"], "lr=0.0 is out of range: expected float > 0"),
+        (["with", "gamma=1.5"], "gamma=1.5 is out of range: expected float in [0, 1] (default 0.99)"),
+        (["with", "epsilon_start=2"], "epsilon_start=2.0 is out of range: expected float in [0, 1]"),
+        (["with", "seed=abc"], "seed='abc' has the wrong type: expected int in [0, 4294967295] or null"),
+        (["with", "seed=-1"], "seed=-1 is out of range: expected int in [0, 4294967295] or null"),
+        (["with", "seed=1.5"], "seed=1.5 has the wrong type"),
+        (["with", "critic_lr=abc"], "critic_lr='abc' has the wrong type: expected float > 0 or null"),
+        (["with", "tau=nan"], "tau=nan is out of range"),
+        (["with", "optim_alpha=1"], "optim_alpha=1.0 is out of range: expected float in [0, 1)"),
+        # env constructor arguments: typed by the scenario's signature, judged by the scenario
+        (
+            ["with", "env_args.N=abc"],
+            "env_args.N='abc' has the wrong type: expected int (default 3), got str",
+        ),
+        (["with", "env_args.N=0"], "mpe2.simple_spread_v3 cannot be built with env_args N=0: ValueError"),
+        (["with", "env_args.local_ratio=2"], "cannot be built with env_args local_ratio=2.0: AssertionError"),
+        (["with", "env_args.max_cycles=0"], "env_args.max_cycles=0 must be a positive integer"),
+        (
+            ["--env-config=skirmish", "with", "env_args.move_amount=0"],
+            "env_args.move_amount=0 must be positive",
+        ),
+        (
+            ["--env-config=skirmish", "with", "env_args.reward_win=abc"],
+            "env_args.reward_win='abc' has the wrong type",
+        ),
+        (["--env-config=skirmish", "with", "env_args.difficulty=11"], "unknown env_args.difficulty '11'"),
+        (
+            ["--env-config=skirmish", "with", "env_args.seed=-3"],
+            "env_args.seed=-3 must be a non-negative integer",
+        ),
+        # messages that say what is wrong
+        (
+            ["--conifg=qmix"],
+            "unknown option '--conifg'; valid choices: --config, --env-config (did you mean '--config'?)",
+        ),
+        (["with", "t_max.x=1"], "config key 't_max.x': t_max is a value (2050000), not a section of keys"),
+        (
+            ["with", "lrr=1"],
+            "unknown config key 'lrr'; did you mean lr, learner? (config/default.yaml lists every key)",
+        ),
+    ],
+)
 def test_refused_inputs(argv, fragment):
     with pytest.raises(ConfigError) as e:
         load_config(argv)
@@ -124,6 +180,7 @@ def test_unknown_key_message_is_short():
 
 def test_every_spec_in_default_yaml_parses_and_admits_its_default():
     from config import key_specs
+
     defaults = load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
     specs = key_specs()
     assert len(specs) >= 60 and {"lr", "gamma", "seed", "t_max", "optimizer"} <= set(specs)
@@ -135,6 +192,7 @@ def test_every_spec_in_default_yaml_parses_and_admits_its_default():
 
 def test_yaml_errors_name_the_line(tmp_path, monkeypatch):
     import config
+
     (tmp_path / "algs").mkdir()
     (tmp_path / "envs").mkdir()
     (tmp_path / "default.yaml").write_text(open(os.path.join(CONFIG_DIR, "default.yaml")).read())
@@ -147,8 +205,13 @@ def test_yaml_errors_name_the_line(tmp_path, monkeypatch):
 
 def test_main_refuses_with_exit_code_2_and_one_line(tmp_path):
     for args in (["--config=qmx"], ["with", "t_max=abc"], ["with", "foo=1"], ["with", "mixer=qmixx"]):
-        p = subprocess.run([sys.executable, os.path.join(ROOT, "src", "main.py"), *args],
-                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        p = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "src", "main.py"), *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
         assert p.returncode == 2, p.stderr
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr

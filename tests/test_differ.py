@@ -1,5 +1,6 @@
 """DIFFER's q_divide_learner: gradient ratio, individual rewards, masks, selection modes and
 schedules, and short runs with both runners."""
+
 import copy
 import glob
 import json
@@ -22,9 +23,21 @@ GAMMA = 0.9
 
 
 def make_divide_learner(mixer="qmix", selected="all", **kw):
-    args = make_args(n_agents=N, n_actions=A, state_shape=S, obs_shape=O, episode_limit=L - 1,
-                     mixer=mixer, agent="rnn", learner_log_interval=0, selected=selected,
-                     gamma=GAMMA, time_limit_bootstrap=True, t_max=1000, **kw)
+    args = make_args(
+        n_agents=N,
+        n_actions=A,
+        state_shape=S,
+        obs_shape=O,
+        episode_limit=L - 1,
+        mixer=mixer,
+        agent="rnn",
+        learner_log_interval=0,
+        selected=selected,
+        gamma=GAMMA,
+        time_limit_bootstrap=True,
+        t_max=1000,
+        **kw,
+    )
     scheme = make_batch().scheme
     mac = mac_REGISTRY["basic_mac"](scheme, {"agents": N}, args)
     return le_REGISTRY["q_divide_learner"](mac, scheme, Logger(get_console_logger()), args)
@@ -44,8 +57,12 @@ def by_hand(learner, batch):
         out = mac.forward_seq(batch)
         q = torch.gather(out[:, :-1], 3, batch["actions"][:, :-1]).squeeze(3)
         q_next_all = bootstrap_values(out, target_mac.forward_seq(batch), batch["avail_actions"], True)
-        y = batch["reward"][:, :-1] + GAMMA * (1 - batch["terminated"][:, :-1].float()) \
+        y = (
+            batch["reward"][:, :-1]
+            + GAMMA
+            * (1 - batch["terminated"][:, :-1].float())
             * target_mixer(q_next_all, batch["state"])[:, 1:]
+        )
     leaf = q.clone().requires_grad_(True)
     q_tot = mixer(leaf, batch["state"][:, :-1])
     (jac,) = torch.autograd.grad(q_tot.sum(), leaf)
@@ -69,8 +86,10 @@ def test_ratio_and_individual_rewards_match_hand_computation(mixer):
     assert keep.sum() > 20
     assert torch.allclose(last["rho"][keep], jac[keep], atol=1e-5)
     if mixer == "vdn":
-        assert torch.equal(last["rho"][mask & (delta != 0).expand(-1, -1, N)],
-                           torch.ones(int((mask & (delta != 0).expand(-1, -1, N)).sum())))
+        assert torch.equal(
+            last["rho"][mask & (delta != 0).expand(-1, -1, N)],
+            torch.ones(int((mask & (delta != 0).expand(-1, -1, N)).sum())),
+        )
     else:
         assert (last["rho"][mask] >= 0).all()  # QMIX is monotonic
     assert torch.allclose(last["delta_tot"][mask[..., :1]], delta[mask[..., :1]], atol=1e-5)
@@ -173,9 +192,16 @@ def test_selection_stays_on_the_input_device():
 
 
 def test_warm_up_and_beta_schedules_hit_their_end_points():
-    a = SimpleNamespace(warm_up=True, selected_ratio=0.6, selected_ratio_start=0.8,
-                        selected_ratio_end=1.0, warm_up_ratio=0.6, t_max=1000, beta_start=0.6,
-                        beta_end=1.0)
+    a = SimpleNamespace(
+        warm_up=True,
+        selected_ratio=0.6,
+        selected_ratio_start=0.8,
+        selected_ratio_end=1.0,
+        warm_up_ratio=0.6,
+        t_max=1000,
+        beta_start=0.6,
+        beta_end=1.0,
+    )
     assert selected_ratio(a, 0) == pytest.approx(0.8)
     assert selected_ratio(a, 300) == pytest.approx(0.9)
     assert selected_ratio(a, 600) == pytest.approx(1.0)
@@ -187,18 +213,43 @@ def test_warm_up_and_beta_schedules_hit_their_end_points():
 
 
 # --- end to end ------------------------------------------------------------------------------
-@pytest.mark.parametrize("config,extra", [
-    ("differ_qmix", []),
-    ("differ_qmix_parallel", ["batch_size_run=2"]),
-    ("differ_vdn", ["selected=greedy_weight"]),
-    ("qmix", ["learner=q_divide_learner", "selected=PER_weight", "warm_up=True", "selected_alpha=0.8",
-              "save_model=True", "save_model_interval=100"]),
-])
+@pytest.mark.parametrize(
+    "config,extra",
+    [
+        ("differ_qmix", []),
+        ("differ_qmix_parallel", ["batch_size_run=2"]),
+        ("differ_vdn", ["selected=greedy_weight"]),
+        (
+            "qmix",
+            [
+                "learner=q_divide_learner",
+                "selected=PER_weight",
+                "warm_up=True",
+                "selected_alpha=0.8",
+                "save_model=True",
+                "save_model_interval=100",
+            ],
+        ),
+    ],
+)
 def test_short_runs_write_sacred_record(tmp_path, config, extra):
-    argv = [f"--config={config}", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
-            "seed=1", "t_max=300", "test_interval=150", "test_nepisode=2", "log_interval=100",
-            "runner_log_interval=100", "learner_log_interval=100", "batch_size=4",
-            "buffer_size=50", "env_args.max_cycles=10", *extra]
+    argv = [
+        f"--config={config}",
+        "--env-config=mpe",
+        "with",
+        f"local_results_path={tmp_path}",
+        "seed=1",
+        "t_max=300",
+        "test_interval=150",
+        "test_nepisode=2",
+        "log_interval=100",
+        "runner_log_interval=100",
+        "learner_log_interval=100",
+        "batch_size=4",
+        "buffer_size=50",
+        "env_args.max_cycles=10",
+        *extra,
+    ]
     assert main.main(argv) == 0
     runs = glob.glob(os.path.join(str(tmp_path), "sacred", "*", "*", "*", "[0-9]*"))
     assert len(runs) == 1
@@ -206,9 +257,18 @@ def test_short_runs_write_sacred_record(tmp_path, config, extra):
         assert json.load(f)["status"] == "COMPLETED"
     with open(os.path.join(runs[0], "metrics.json")) as f:
         metrics = json.load(f)
-    for key in ("selected_ratio", "mixer_loss", "mixer_grad_norm", "mixer_td_error_abs", "q_loss",
-                "q_grad_norm", "q_td_error_abs", "reward_i_mean", "q_selected_weight_mean",
-                "test_return_mean"):
+    for key in (
+        "selected_ratio",
+        "mixer_loss",
+        "mixer_grad_norm",
+        "mixer_td_error_abs",
+        "q_loss",
+        "q_grad_norm",
+        "q_td_error_abs",
+        "reward_i_mean",
+        "q_selected_weight_mean",
+        "test_return_mean",
+    ):
         assert key in metrics, key
     if "save_model=True" in extra:  # resume from the checkpoint with both optimisers
         models = glob.glob(os.path.join(str(tmp_path), "models", "*"))

@@ -22,8 +22,9 @@ def scheme():
 
 
 def batch(bs=2, t=7):
-    return EpisodeBatch(scheme(), {"agents": N}, bs, t,
-                        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])})
+    return EpisodeBatch(
+        scheme(), {"agents": N}, bs, t, preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])}
+    )
 
 
 def test_shapes_and_dtypes():
@@ -92,13 +93,14 @@ def test_max_t_filled_and_truncation():
     for ep, length in enumerate([3, 6, 2]):
         b.update({"state": np.ones((length, 5))}, bs=ep, ts=slice(0, length))
     assert b.max_t_filled() == 6
-    short = b[:, :b.max_t_filled()]
+    short = b[:, : b.max_t_filled()]
     assert short["filled"].sum() == b["filled"].sum()
 
 
 def replay(size):
-    return ReplayBuffer(scheme(), {"agents": N}, size, 7,
-                        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])})
+    return ReplayBuffer(
+        scheme(), {"agents": N}, size, 7, preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])}
+    )
 
 
 def fill(b, ids):
@@ -149,11 +151,16 @@ def test_transition_sampling_windows():
     b = batch(bs=3)
     for i, n in enumerate(lengths):
         ts = slice(0, n + 1)
-        b.update({"ep_id": [[i]], "state": np.arange(n + 1)[:, None] * np.ones(5) + 10 * i},
-                 bs=i, ts=ts)
-        b.update({"reward": (np.arange(n) + 10.0 * i)[:, None],
-                  "terminated": np.eye(n, dtype=np.uint8)[-1:].T * (i == 2)},
-                 bs=i, ts=slice(0, n), mark_filled=False)
+        b.update({"ep_id": [[i]], "state": np.arange(n + 1)[:, None] * np.ones(5) + 10 * i}, bs=i, ts=ts)
+        b.update(
+            {
+                "reward": (np.arange(n) + 10.0 * i)[:, None],
+                "terminated": np.eye(n, dtype=np.uint8)[-1:].T * (i == 2),
+            },
+            bs=i,
+            ts=slice(0, n),
+            mark_filled=False,
+        )
     buf.insert_episode_batch(b)
     assert buf.can_sample_transitions(15) and not buf.can_sample_transitions(16)
     torch.manual_seed(0)

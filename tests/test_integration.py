@@ -1,4 +1,5 @@
 """main.py end to end: Sacred records, checkpoints, resume, evaluate, determinism."""
+
 import glob
 import json
 import os
@@ -7,22 +8,50 @@ import pytest
 
 import main
 
-METRICS = {"return_mean", "return_std", "ep_length_mean", "test_return_mean", "test_return_std",
-           "test_ep_length_mean", "loss", "grad_norm", "td_error_abs", "q_taken_mean", "target_mean",
-           "epsilon"}
-QUICK = ["t_max=300", "test_interval=100", "test_nepisode=2", "log_interval=100",
-         "runner_log_interval=100", "learner_log_interval=100", "batch_size=4", "buffer_size=50"]
+METRICS = {
+    "return_mean",
+    "return_std",
+    "ep_length_mean",
+    "test_return_mean",
+    "test_return_std",
+    "test_ep_length_mean",
+    "loss",
+    "grad_norm",
+    "td_error_abs",
+    "q_taken_mean",
+    "target_mean",
+    "epsilon",
+}
+QUICK = [
+    "t_max=300",
+    "test_interval=100",
+    "test_nepisode=2",
+    "log_interval=100",
+    "runner_log_interval=100",
+    "learner_log_interval=100",
+    "batch_size=4",
+    "buffer_size=50",
+]
 
 
 def run_main(results, alg="qmix", env="mpe", extra=(), seed=1):
-    argv = [f"--config={alg}", f"--env-config={env}", "with", f"local_results_path={results}",
-            f"seed={seed}", *QUICK, *extra]
+    argv = [
+        f"--config={alg}",
+        f"--env-config={env}",
+        "with",
+        f"local_results_path={results}",
+        f"seed={seed}",
+        *QUICK,
+        *extra,
+    ]
     return main.main(argv)
 
 
 def sacred_runs(results):
-    return sorted(glob.glob(os.path.join(str(results), "sacred", "*", "*", "*", "[0-9]*")),
-                  key=lambda p: int(os.path.basename(p)))
+    return sorted(
+        glob.glob(os.path.join(str(results), "sacred", "*", "*", "*", "[0-9]*")),
+        key=lambda p: int(os.path.basename(p)),
+    )
 
 
 def read(path, name):
@@ -76,16 +105,20 @@ def test_checkpoint_resume_and_evaluate(tmp_path):
 
     # Resume from the middle checkpoint: training continues from its t_env.
     mid = steps[len(steps) // 2]
-    assert run_main(tmp_path, "qmix", extra=[f"checkpoint_path={models[0]}", f"load_step={mid}",
-                                             "t_max=500"]) == 0
+    assert (
+        run_main(tmp_path, "qmix", extra=[f"checkpoint_path={models[0]}", f"load_step={mid}", "t_max=500"])
+        == 0
+    )
     resumed = sacred_runs(tmp_path)[-1]
     ts = read(resumed, "metrics.json")["return_mean"]["steps"]
     assert min(ts) > mid and max(ts) >= 500
     assert f"(t_env {mid})" in read(resumed, "cout.txt")
 
     # Evaluate only: test episodes from the latest checkpoint, no training.
-    assert run_main(tmp_path, "qmix", extra=[f"checkpoint_path={models[0]}", "evaluate=True",
-                                             "test_nepisode=3"]) == 0
+    assert (
+        run_main(tmp_path, "qmix", extra=[f"checkpoint_path={models[0]}", "evaluate=True", "test_nepisode=3"])
+        == 0
+    )
     metrics = read(sacred_runs(tmp_path)[-1], "metrics.json")
     assert "test_return_mean" in metrics and "loss" not in metrics and "return_mean" not in metrics
     assert metrics["test_return_mean"]["steps"] == [steps[-1]]
@@ -93,8 +126,12 @@ def test_checkpoint_resume_and_evaluate(tmp_path):
 
 def test_crashed_run_is_marked_failed_and_keeps_checkpoints(tmp_path):
     with pytest.raises(RuntimeError, match="mock env failure"):
-        run_main(tmp_path, "qmix", env="mpe", extra=["env=mock", "env_args.raise_at_t=260",
-                                                    "save_model=True", "save_model_interval=50"])
+        run_main(
+            tmp_path,
+            "qmix",
+            env="mpe",
+            extra=["env=mock", "env_args.raise_at_t=260", "save_model=True", "save_model_interval=50"],
+        )
     run = sacred_runs(tmp_path)[-1]
     assert read(run, "run.json")["status"] == "FAILED"
     models = glob.glob(os.path.join(str(tmp_path), "models", "*", "*"))
@@ -111,11 +148,22 @@ def test_terminated_run_is_marked_interrupted(tmp_path):
     import subprocess
     import sys
     import time
-    cmd = [sys.executable, os.path.join(os.path.dirname(main.__file__), "main.py"), "--config=qmix", "with",
-           "t_max=10000000", f"local_results_path={tmp_path}", "runner=parallel", "batch_size_run=2"]
+
+    cmd = [
+        sys.executable,
+        os.path.join(os.path.dirname(main.__file__), "main.py"),
+        "--config=qmix",
+        "with",
+        "t_max=10000000",
+        f"local_results_path={tmp_path}",
+        "runner=parallel",
+        "batch_size_run=2",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
-    while time.time() < deadline and not glob.glob(os.path.join(str(tmp_path), "sacred", "*", "*", "*", "1", "run.json")):
+    while time.time() < deadline and not glob.glob(
+        os.path.join(str(tmp_path), "sacred", "*", "*", "*", "1", "run.json")
+    ):
         time.sleep(0.2)
     time.sleep(2)
     proc.send_signal(signal.SIGTERM)
@@ -185,19 +233,31 @@ class _Logger:
         pass
 
 
-@pytest.mark.parametrize("steps, interval, ready_after, expected", [
-    (25, 0, 1, [25, 50, 75, 100, 125, 150, 175, 200]),   # one update per runner call
-    (25, 100, 1, [100, 200]),                             # the paper's cadence: every 100 steps
-    (25, 50, 3, [100, 150, 200]),                         # steps before the buffer is ready are dropped
-    (100, 25, 1, [100] * 4 + [200] * 4),                  # several updates per parallel batch
-])
+@pytest.mark.parametrize(
+    "steps, interval, ready_after, expected",
+    [
+        (25, 0, 1, [25, 50, 75, 100, 125, 150, 175, 200]),  # one update per runner call
+        (25, 100, 1, [100, 200]),  # the paper's cadence: every 100 steps
+        (25, 50, 3, [100, 150, 200]),  # steps before the buffer is ready are dropped
+        (100, 25, 1, [100] * 4 + [200] * 4),  # several updates per parallel batch
+    ],
+)
 def test_train_interval_steps_sets_the_update_cadence(steps, interval, ready_after, expected):
     from types import SimpleNamespace
 
     import run
-    args = SimpleNamespace(t_max=199, test_interval=10 ** 9, test_nepisode=1, save_model=False,
-                           log_interval=10 ** 9, transition_batch_size=0, batch_size=4,
-                           train_interval_steps=interval, device="cpu")
+
+    args = SimpleNamespace(
+        t_max=199,
+        test_interval=10**9,
+        test_nepisode=1,
+        save_model=False,
+        log_interval=10**9,
+        transition_batch_size=0,
+        batch_size=4,
+        train_interval_steps=interval,
+        device="cpu",
+    )
     learner = _Learner()
     run._train(args, _CountingRunner(steps), _Buffer(ready_after), learner, _Logger(), 0, 0)
     assert learner.updates_at == expected

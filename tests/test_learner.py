@@ -21,31 +21,58 @@ def make_batch(lengths=(5, 7, 3), terminated=(True, False, True), seed=0, indivi
     """Random episodes; episode b has lengths[b] steps (filled 0..T_ep)."""
     g = torch.Generator().manual_seed(seed)
     scheme = {
-        "state": {"vshape": S}, "obs": {"vshape": O, "group": "agents"},
+        "state": {"vshape": S},
+        "obs": {"vshape": O, "group": "agents"},
         "avail_actions": {"vshape": (A,), "group": "agents", "dtype": torch.uint8},
         "actions": {"vshape": (1,), "group": "agents", "dtype": torch.long},
         "reward": {"vshape": (N,) if individual else (1,)},
         "terminated": {"vshape": (1,), "dtype": torch.uint8},
         "indi_terminated": {"vshape": (N,), "dtype": torch.uint8},
     }
-    b = EpisodeBatch(scheme, {"agents": N}, len(lengths), L,
-                     preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])})
+    b = EpisodeBatch(
+        scheme,
+        {"agents": N},
+        len(lengths),
+        L,
+        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])},
+    )
     for i, (T, term) in enumerate(zip(lengths, terminated)):
         avail = (torch.rand(T + 1, N, A, generator=g) > 0.3).to(torch.uint8)
         avail[..., 0] = 1
         actions = torch.multinomial(avail.reshape(-1, A).float(), 1, generator=g).view(T + 1, N, 1)
-        b.update({"state": torch.randn(T + 1, S, generator=g), "obs": torch.randn(T + 1, N, O, generator=g),
-                  "avail_actions": avail, "actions": actions}, bs=i, ts=slice(0, T + 1))
+        b.update(
+            {
+                "state": torch.randn(T + 1, S, generator=g),
+                "obs": torch.randn(T + 1, N, O, generator=g),
+                "avail_actions": avail,
+                "actions": actions,
+            },
+            bs=i,
+            ts=slice(0, T + 1),
+        )
         term_flags = torch.zeros(T, 1)
         term_flags[T - 1] = float(term)
-        b.update({"reward": torch.randn(T, N if individual else 1, generator=g),
-                  "terminated": term_flags}, bs=i, ts=slice(0, T), mark_filled=False)
+        b.update(
+            {"reward": torch.randn(T, N if individual else 1, generator=g), "terminated": term_flags},
+            bs=i,
+            ts=slice(0, T),
+            mark_filled=False,
+        )
     return b
 
 
 def make_learner(mixer="vdn", agent="rnn", **kw):
-    args = make_args(n_agents=N, n_actions=A, state_shape=S, obs_shape=O, episode_limit=L - 1,
-                     mixer=mixer, agent=agent, learner_log_interval=0, **kw)
+    args = make_args(
+        n_agents=N,
+        n_actions=A,
+        state_shape=S,
+        obs_shape=O,
+        episode_limit=L - 1,
+        mixer=mixer,
+        agent=agent,
+        learner_log_interval=0,
+        **kw,
+    )
     scheme = make_batch().scheme
     mac = mac_REGISTRY["basic_mac"](scheme, {"agents": N}, args)
     logger = Logger(get_console_logger())
@@ -73,10 +100,10 @@ def test_padding_and_post_terminal_slots_do_not_matter(mixer):
     b2 = make_batch(lengths=(5, 3), terminated=(True, True))
     g = torch.Generator().manual_seed(5)
     for i, T in enumerate((5, 3)):
-        b2["obs"][i, T + 1:] = torch.randn(L - T - 1, N, O, generator=g)
-        b2["state"][i, T + 1:] = torch.randn(L - T - 1, S, generator=g)
+        b2["obs"][i, T + 1 :] = torch.randn(L - T - 1, N, O, generator=g)
+        b2["state"][i, T + 1 :] = torch.randn(L - T - 1, S, generator=g)
         b2["reward"][i, T:] = torch.randn(L - T, 1, generator=g)
-        b2["avail_actions"][i, T + 1:] = (torch.rand(L - T - 1, N, A, generator=g) > 0.5).to(torch.uint8)
+        b2["avail_actions"][i, T + 1 :] = (torch.rand(L - T - 1, N, A, generator=g) > 0.5).to(torch.uint8)
     torch.manual_seed(0)
     l1, g1 = grads_and_loss(*make_learner(mixer=mixer), b1)
     torch.manual_seed(0)
@@ -104,7 +131,7 @@ def test_qmix_monotonic(layers):
     states = torch.randn(16, 7, S) * 3
     q_tot = mixer(qs, states)
     assert q_tot.shape == (16, 7, 1)
-    grad, = torch.autograd.grad(q_tot.sum(), qs)
+    (grad,) = torch.autograd.grad(q_tot.sum(), qs)
     assert (grad >= 0).all()
     with torch.no_grad():  # finite increases of any Q_i never decrease Q_tot
         for i in range(N):
@@ -163,7 +190,9 @@ def test_loss_matches_hand_computation(mixer, double_q):
                 else:
                     mix = learner.mixer if mixer == "qmix" else (lambda x, s: x.sum(-1, keepdim=True))
                     tmix = learner.target_mixer if mixer == "qmix" else mix
-                    y = r + 0.9 * (1 - d) * tmix(next_vals.view(1, 1, N), batch["state"][b, t + 1].view(1, 1, S))
+                    y = r + 0.9 * (1 - d) * tmix(
+                        next_vals.view(1, 1, N), batch["state"][b, t + 1].view(1, 1, S)
+                    )
                     q_tot = mix(chosen.view(1, 1, N), batch["state"][b, t].view(1, 1, S))
                     expected_sq += ((q_tot - y) ** 2).sum().item()
                     count += 1
@@ -176,7 +205,9 @@ def test_hard_target_update_interval():
     batch = make_batch()
 
     def same():
-        return all(torch.equal(a, b) for a, b in zip(learner.mac.parameters(), learner.target_mac.parameters()))
+        return all(
+            torch.equal(a, b) for a, b in zip(learner.mac.parameters(), learner.target_mac.parameters())
+        )
 
     learner.train(batch, 0, episode_num=5)
     assert not same()
@@ -184,7 +215,9 @@ def test_hard_target_update_interval():
     assert not same()
     learner.train(batch, 0, episode_num=10)
     assert same()
-    assert all(torch.equal(a, b) for a, b in zip(learner.mixer.parameters(), learner.target_mixer.parameters()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(learner.mixer.parameters(), learner.target_mixer.parameters())
+    )
 
 
 @pytest.mark.parametrize("tau", [0.0, 0.3, 1.0])
@@ -240,6 +273,7 @@ def test_checkpoint_state_roundtrip(tmp_path):
 
 def test_time_limit_ends_bootstrap_only_when_asked():
     from utils.rl_utils import bootstrap_terminated
+
     b = make_batch(lengths=(7, 3), terminated=(False, True))  # episode_limit = L - 1 = 7
     cut = bootstrap_terminated(b, 7, time_limit_bootstrap=False)
     assert cut[0, :, 0].tolist() == [0, 0, 0, 0, 0, 0, 1]
@@ -249,6 +283,7 @@ def test_time_limit_ends_bootstrap_only_when_asked():
 
 def test_lambda_returns():
     from utils.rl_utils import lambda_returns
+
     g = torch.Generator().manual_seed(1)
     B, T, gamma = 3, 6, 0.9
     r = torch.randn(B, T, 1, generator=g)
@@ -261,10 +296,10 @@ def test_lambda_returns():
     out0 = lambda_returns(r, d, m, z, gamma, 0.0)
     assert torch.allclose(out0 * m, one_step * m, atol=1e-6)
     out1 = lambda_returns(r, d, m, z, gamma, 1.0)
-    mc0 = sum(gamma ** k * r[0, k, 0] for k in range(4))  # discounted Monte-Carlo return
+    mc0 = sum(gamma**k * r[0, k, 0] for k in range(4))  # discounted Monte-Carlo return
     assert out1[0, 0, 0].item() == pytest.approx(mc0.item(), rel=1e-5)
     # A non-terminated episode bootstraps from Z at the last step.
-    mc1 = sum(gamma ** k * r[1, k, 0] for k in range(T)) + gamma ** T * z[1, T, 0]
+    mc1 = sum(gamma**k * r[1, k, 0] for k in range(T)) + gamma**T * z[1, T, 0]
     assert out1[1, 0, 0].item() == pytest.approx(mc1.item(), rel=1e-5)
     # The recursion, written out, for lambda = 0.6.
     lam = 0.6
@@ -277,6 +312,7 @@ def test_lambda_returns():
 
 def test_running_mean_std_counts_only_masked_entries():
     from utils.rl_utils import RunningMeanStd
+
     rms, seen = RunningMeanStd(), []
     g = torch.Generator().manual_seed(2)
     for _ in range(4):
@@ -296,6 +332,7 @@ def test_transition_windows_train_like_whole_episodes(mixer, time_limit_bootstra
     """Every transition once, as [t, t + 1] windows, gives the loss and gradients of the
     whole-episode batch for a feed-forward agent (both average over the same transitions)."""
     from components.episode_buffer import ReplayBuffer
+
     episodes = make_batch(lengths=(5, 7, 3), terminated=(True, False, True))
     scheme = {k: v for k, v in episodes.scheme.items() if k != "filled"}
     buf = ReplayBuffer(scheme, {"agents": N}, 3, L)
@@ -303,8 +340,7 @@ def test_transition_windows_train_like_whole_episodes(mixer, time_limit_bootstra
     pairs = [(e, t) for e, n in enumerate((5, 7, 3)) for t in range(n)]
     ep, t = torch.tensor(pairs).T
     windows = buf.transition_windows(ep, t, None if time_limit_bootstrap else L - 1)
-    kw = dict(mixer=mixer, agent="mlp", obs_last_action=False,
-              time_limit_bootstrap=time_limit_bootstrap)
+    kw = dict(mixer=mixer, agent="mlp", obs_last_action=False, time_limit_bootstrap=time_limit_bootstrap)
     torch.manual_seed(0)
     l1, g1 = grads_and_loss(*make_learner(**kw), episodes)
     torch.manual_seed(0)

@@ -1,5 +1,6 @@
 """MADDPG: Gumbel-softmax, soft targets, critic inputs, continuous bounds, per-agent critics,
 end-to-end runs and a short learning check."""
+
 import copy
 import glob
 import json
@@ -18,10 +19,24 @@ from utils.errors import ConfigError
 from utils.logger import Logger, get_console_logger
 from utils.rl_utils import gumbel_softmax_st
 
-MADDPG = dict(learner="maddpg_learner", mac="maddpg_mac", mixer=None, agent="mlp", lr=0.01,
-              critic_lr=0.01, optimizer="adam", optim_eps=1e-8, gamma=0.95,
-              target_update_mode="soft", tau=0.01, obs_agent_id=False, obs_last_action=False,
-              agent_param_sharing=False, standardise_rewards=False, grad_norm_clip=0.5)
+MADDPG = dict(
+    learner="maddpg_learner",
+    mac="maddpg_mac",
+    mixer=None,
+    agent="mlp",
+    lr=0.01,
+    critic_lr=0.01,
+    optimizer="adam",
+    optim_eps=1e-8,
+    gamma=0.95,
+    target_update_mode="soft",
+    tau=0.01,
+    obs_agent_id=False,
+    obs_last_action=False,
+    agent_param_sharing=False,
+    standardise_rewards=False,
+    grad_norm_clip=0.5,
+)
 
 
 class RecordingLogger(Logger):
@@ -35,10 +50,15 @@ class RecordingLogger(Logger):
 
 def maddpg_setup(scenario="simple_spread_v3", continuous=False, common_reward=True, **overrides):
     """Real mpe2 env, episode runner, MADDPG controller and learner."""
-    env_args = dict(scenario=scenario, max_cycles=5, continuous_actions=continuous, seed=0,
-                    common_reward=common_reward, reward_scalarisation="sum")
-    args = make_args(**{**MADDPG, **overrides}, env="mpe", env_args=env_args,
-                     common_reward=common_reward)
+    env_args = dict(
+        scenario=scenario,
+        max_cycles=5,
+        continuous_actions=continuous,
+        seed=0,
+        common_reward=common_reward,
+        reward_scalarisation="sum",
+    )
+    args = make_args(**{**MADDPG, **overrides}, env="mpe", env_args=env_args, common_reward=common_reward)
     logger = RecordingLogger()
     runner = r_REGISTRY["episode"](args=args, logger=logger)
     info = runner.get_env_info()
@@ -62,8 +82,14 @@ def play(runner, n=4):
     batch = copy.copy(batches[0])
     batch.data = copy.copy(batches[0].data)
     for store in ("transition_data", "episode_data"):
-        setattr(batch.data, store, {k: torch.cat([getattr(b.data, store)[k] for b in batches])
-                                    for k in getattr(batches[0].data, store)})
+        setattr(
+            batch.data,
+            store,
+            {
+                k: torch.cat([getattr(b.data, store)[k] for b in batches])
+                for k in getattr(batches[0].data, store)
+            },
+        )
     batch.batch_size = n
     return batch
 
@@ -86,8 +112,14 @@ def test_greedy_and_sampled_actions_respect_availability():
     args, runner, mac, _, info = maddpg_setup()
     batch = runner.new_batch()
     runner.env.reset()
-    batch.update({"obs": runner.env.get_obs(), "state": runner.env.get_state(),
-                  "avail_actions": [[1, 0, 1, 0, 0]] * info["n_agents"]}, ts=0)
+    batch.update(
+        {
+            "obs": runner.env.get_obs(),
+            "state": runner.env.get_state(),
+            "avail_actions": [[1, 0, 1, 0, 0]] * info["n_agents"],
+        },
+        ts=0,
+    )
     mac.init_hidden(1)
     greedy = mac.select_actions(batch, 0, 0, test_mode=True)
     assert greedy.shape == (1, info["n_agents"]) and greedy.dtype == torch.long
@@ -113,8 +145,9 @@ def test_soft_target_update_after_train():
 @pytest.mark.parametrize("shared", [False, True])
 def test_critic_input_size_heterogeneous_observations(shared):
     # simple_adversary: the adversary sees 8 features, the two good agents 10; all have 5 actions.
-    args, runner, mac, learner, info = maddpg_setup("simple_adversary_v3", common_reward=False,
-                                                    agent_param_sharing=shared)
+    args, runner, mac, learner, info = maddpg_setup(
+        "simple_adversary_v3", common_reward=False, agent_param_sharing=shared
+    )
     assert info["obs_sizes"] == [8, 10, 10]
     assert info["state_shape"] == 28  # all agents' observations, unpadded
     expected = 28 + 3 * 5 + (3 if shared else 0)
@@ -126,8 +159,9 @@ def test_critic_input_size_heterogeneous_observations(shared):
 
 
 def test_continuous_actions_stay_in_bounds_with_noise():
-    args, runner, mac, learner, info = maddpg_setup(continuous=True, act_noise_start=5.0,
-                                                    act_noise_finish=5.0)
+    args, runner, mac, learner, info = maddpg_setup(
+        continuous=True, act_noise_start=5.0, act_noise_finish=5.0
+    )
     assert info["action_space"] == "continuous"
     low = torch.tensor(info["action_low"])
     high = torch.tensor(info["action_high"])
@@ -157,20 +191,21 @@ def _noise_steps(mac, batch, steps, t_env=0):
 
 @pytest.mark.parametrize("mode", ["gaussian", "ornstein_uhlenbeck"])
 def test_exploration_noise_std_and_correlation(mode):
-    args, runner, mac, learner, info = maddpg_setup(continuous=True, exploration_mode=mode,
-                                                    act_noise_start=0.02, act_noise_finish=0.02)
+    args, runner, mac, learner, info = maddpg_setup(
+        continuous=True, exploration_mode=mode, act_noise_start=0.02, act_noise_finish=0.02
+    )
     batch = play(runner, 64)
     torch.manual_seed(0)
     noise = _noise_steps(mac, batch, 60)  # [steps, B, N, A]; 0.02 half ranges never clips here
     half = (torch.tensor(info["action_high"]) - torch.tensor(info["action_low"])) / 2
     x = noise / (0.02 * half)
-    lag1 = (x[1:] * x[:-1]).mean() / (x ** 2).mean()
+    lag1 = (x[1:] * x[:-1]).mean() / (x**2).mean()
     if mode == "gaussian":
         assert abs(x.std().item() - 1.0) < 0.05 and abs(lag1.item()) < 0.05
     else:  # OU from 0: first step std sigma, stationary std sigma / sqrt(2 theta - theta^2)
         theta, sigma = args.ou_theta, args.ou_sigma
         assert abs(x[0].std().item() - sigma) < 0.02
-        stationary = sigma / (2 * theta - theta ** 2) ** 0.5
+        stationary = sigma / (2 * theta - theta**2) ** 0.5
         assert abs(x[40:].std().item() / stationary - 1.0) < 0.1
         assert abs(lag1.item() - (1 - theta)) < 0.05
         again = _noise_steps(mac, batch, 1)  # a new episode restarts the process at 0
@@ -178,13 +213,15 @@ def test_exploration_noise_std_and_correlation(mode):
 
 
 def test_ou_noise_stops_after_ou_stop_episode():
-    args, runner, mac, learner, info = maddpg_setup(continuous=True,
-                                                    exploration_mode="ornstein_uhlenbeck",
-                                                    ou_stop_episode=10)
+    args, runner, mac, learner, info = maddpg_setup(
+        continuous=True, exploration_mode="ornstein_uhlenbeck", ou_stop_episode=10
+    )
     batch = play(runner, 2)
     stop = 10 * info["episode_limit"]
     assert _noise_steps(mac, batch, 3, t_env=stop - 1).abs().sum() > 0
-    assert torch.equal(_noise_steps(mac, batch, 3, t_env=stop), torch.zeros(3, 2, *batch["actions"].shape[2:]))
+    assert torch.equal(
+        _noise_steps(mac, batch, 3, t_env=stop), torch.zeros(3, 2, *batch["actions"].shape[2:])
+    )
 
 
 def test_softmax_actor_emits_soft_samples_on_the_simplex():
@@ -212,8 +249,15 @@ def test_softmax_actor_emits_soft_samples_on_the_simplex():
 
 
 def test_softmax_actor_needs_unit_bounds():
-    args = make_args(**MADDPG, continuous_actor="softmax", n_agents=2, n_actions=2,
-                     action_space="continuous", action_low=[-1.0, -1.0], action_high=[1.0, 1.0])
+    args = make_args(
+        **MADDPG,
+        continuous_actor="softmax",
+        n_agents=2,
+        n_actions=2,
+        action_space="continuous",
+        action_low=[-1.0, -1.0],
+        action_high=[1.0, 1.0],
+    )
     scheme = {"obs": {"vshape": 4, "group": "agents"}, "actions": {"vshape": (2,), "group": "agents"}}
     with pytest.raises(ConfigError, match=r"continuous_actor=softmax.*low=\[-1.0, -1.0\].*tanh"):
         mac_REGISTRY["maddpg_mac"](scheme, {"agents": 2}, args)
@@ -268,8 +312,9 @@ def test_actor_loss_steps_actors_only():
 
 
 def test_recurrent_and_shared_actors_train():
-    args, runner, mac, learner, _ = maddpg_setup(agent="rnn", agent_param_sharing=True,
-                                                 obs_agent_id=True, obs_last_action=True)
+    args, runner, mac, learner, _ = maddpg_setup(
+        agent="rnn", agent_param_sharing=True, obs_agent_id=True, obs_last_action=True
+    )
     batch = play(runner, 2)
     before = [p.clone() for p in mac.parameters()]
     learner.train(batch, 0, 2)
@@ -286,8 +331,12 @@ def sub_policy(mac, agent, k):
 def test_ensemble_acts_and_trains_with_the_drawn_sub_policy(shared):
     torch.manual_seed(0)
     args, runner, mac, learner, info = maddpg_setup(
-        "simple_adversary_v3", common_reward=False, policy_ensemble=3, agent_param_sharing=shared,
-        obs_agent_id=shared)
+        "simple_adversary_v3",
+        common_reward=False,
+        policy_ensemble=3,
+        agent_param_sharing=shared,
+        obs_agent_id=shared,
+    )
     n = info["n_agents"]
     assert len(mac.agent.agents) == (3 if shared else 3 * n)
     batch = play(runner, 12)
@@ -313,15 +362,27 @@ def test_ensemble_acts_and_trains_with_the_drawn_sub_policy(shared):
     learner.train(batch, 0, 12)
     for i in range(1 if shared else n):
         for k in range(3):
-            moved = any(not torch.equal(a, b) for a, b in zip(
-                sub_policy(before, i, k).parameters(), sub_policy(mac, i, k).parameters()))
+            moved = any(
+                not torch.equal(a, b)
+                for a, b in zip(sub_policy(before, i, k).parameters(), sub_policy(mac, i, k).parameters())
+            )
             assert moved == (k == 0), (i, k)
 
 
 def test_ensemble_runs_end_to_end_and_resumes(tmp_path, capsys):
-    base = ["--config=maddpg", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
-            "seed=2", *QUICK, "env_args.scenario=simple_adversary_v3", "policy_ensemble=2",
-            "runner=parallel", "batch_size_run=2", "env_args.continuous_actions=True"]
+    base = [
+        "--config=maddpg",
+        "--env-config=mpe",
+        "with",
+        f"local_results_path={tmp_path}",
+        "seed=2",
+        *QUICK,
+        "env_args.scenario=simple_adversary_v3",
+        "policy_ensemble=2",
+        "runner=parallel",
+        "batch_size_run=2",
+        "env_args.continuous_actions=True",
+    ]
     assert main.main(base + ["save_model=True", "save_model_interval=100"]) == 0
     run = sacred_run(tmp_path)
     assert read(run, "run.json")["status"] == "COMPLETED"
@@ -335,9 +396,18 @@ def test_ensemble_runs_end_to_end_and_resumes(tmp_path, capsys):
 
 
 # --- end to end ------------------------------------------------------------------------------
-QUICK = ["t_max=200", "test_interval=100", "test_nepisode=2", "log_interval=100",
-         "runner_log_interval=100", "learner_log_interval=100", "batch_size=4", "transition_batch_size=40", "buffer_size=50",
-         "env_args.max_cycles=10"]
+QUICK = [
+    "t_max=200",
+    "test_interval=100",
+    "test_nepisode=2",
+    "log_interval=100",
+    "runner_log_interval=100",
+    "learner_log_interval=100",
+    "batch_size=4",
+    "transition_batch_size=40",
+    "buffer_size=50",
+    "env_args.max_cycles=10",
+]
 
 
 def sacred_run(results):
@@ -356,9 +426,16 @@ def read(path, name):
 @pytest.mark.parametrize("runner", ["episode", "parallel"])
 def test_short_runs_write_sacred_record(tmp_path, actions, common_reward, runner):
     continuous = actions != "discrete"
-    argv = ["--config=maddpg", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
-            "seed=1", *QUICK, f"env_args.continuous_actions={continuous}",
-            f"common_reward={common_reward}"]
+    argv = [
+        "--config=maddpg",
+        "--env-config=mpe",
+        "with",
+        f"local_results_path={tmp_path}",
+        "seed=1",
+        *QUICK,
+        f"env_args.continuous_actions={continuous}",
+        f"common_reward={common_reward}",
+    ]
     if continuous:
         argv.append(f"continuous_actor={actions}")
     if runner == "parallel":
@@ -379,8 +456,15 @@ def test_short_runs_write_sacred_record(tmp_path, actions, common_reward, runner
 
 
 def test_competitive_scenario_checkpoint_resume_evaluate(tmp_path):
-    base = ["--config=maddpg", "--env-config=mpe", "with", f"local_results_path={tmp_path}",
-            "seed=2", *QUICK, "env_args.scenario=simple_adversary_v3"]
+    base = [
+        "--config=maddpg",
+        "--env-config=mpe",
+        "with",
+        f"local_results_path={tmp_path}",
+        "seed=2",
+        *QUICK,
+        "env_args.scenario=simple_adversary_v3",
+    ]
     assert main.main(base + ["save_model=True", "save_model_interval=100"]) == 0
     models = glob.glob(os.path.join(str(tmp_path), "models", "*"))
     assert len(models) == 1
@@ -390,10 +474,21 @@ def test_competitive_scenario_checkpoint_resume_evaluate(tmp_path):
 
 def test_maddpg_learns_small_cooperative_task(tmp_path):
     # Both agents must match a cue (pz_coop): a random team scores about 10/9, the best 10.
-    argv = ["--config=maddpg", "--env-config=mpe", "with", "env_args.key=pz_coop",
-            "env_args.max_cycles=10", "common_reward=True", "reward_scalarisation=mean",
-            "t_max=5000", "test_interval=2500", "test_nepisode=32", "batch_size=16", "seed=3",
-            f"local_results_path={tmp_path}"]
+    argv = [
+        "--config=maddpg",
+        "--env-config=mpe",
+        "with",
+        "env_args.key=pz_coop",
+        "env_args.max_cycles=10",
+        "common_reward=True",
+        "reward_scalarisation=mean",
+        "t_max=5000",
+        "test_interval=2500",
+        "test_nepisode=32",
+        "batch_size=16",
+        "seed=3",
+        f"local_results_path={tmp_path}",
+    ]
     assert main.main(argv) == 0
     path = glob.glob(os.path.join(str(tmp_path), "sacred", "*", "*", "*", "1", "metrics.json"))[0]
     with open(path) as f:

@@ -6,8 +6,15 @@ from utils.errors import ConfigError
 
 
 def make(**kw):
-    args = dict(scenario="simple_spread_v3", key="", max_cycles=25, continuous_actions=False, seed=0,
-                common_reward=True, reward_scalarisation="sum")
+    args = dict(
+        scenario="simple_spread_v3",
+        key="",
+        max_cycles=25,
+        continuous_actions=False,
+        seed=0,
+        common_reward=True,
+        reward_scalarisation="sum",
+    )
     args.update(kw)
     return PettingZooEnv(**args)
 
@@ -15,8 +22,13 @@ def make(**kw):
 def test_env_info_and_state():
     env = make()
     info = env.get_env_info()
-    assert (info["n_agents"], info["n_actions"], info["obs_shape"], info["state_shape"],
-            info["episode_limit"]) == (3, 5, 18, 54, 25)
+    assert (
+        info["n_agents"],
+        info["n_actions"],
+        info["obs_shape"],
+        info["state_shape"],
+        info["episode_limit"],
+    ) == (3, 5, 18, 54, 25)
     for _ in range(10):
         env.step(np.random.randint(0, 5, size=3))
         assert np.array_equal(env.get_state(), np.asarray(env.env.unwrapped.state(), dtype=np.float32))
@@ -52,8 +64,9 @@ def test_time_limit_is_not_termination():
 
 
 def test_any_pettingzoo_env_by_import_path():
-    env = PettingZooEnv(key="pz_toy", max_cycles=6, seed=0, common_reward=False,
-                        reward_scalarisation="sum", bonus=0.5)
+    env = PettingZooEnv(
+        key="pz_toy", max_cycles=6, seed=0, common_reward=False, reward_scalarisation="sum", bonus=0.5
+    )
     info = env.get_env_info()
     assert (info["n_agents"], info["n_actions"], info["obs_shape"], info["episode_limit"]) == (2, 3, 3, 6)
     assert env.get_avail_actions().tolist() == [[1, 1, 0], [1, 1, 1]]
@@ -87,8 +100,16 @@ def test_seeded_resets_are_reproducible():
     assert not np.array_equal(make(seed=12).get_obs(), make(seed=11).get_obs())
 
 
-@pytest.mark.parametrize("scenario", ["simple_spread_v3", "simple_adversary_v3", "simple_tag_v3",
-                                      "simple_world_comm_v3", "simple_speaker_listener_v4"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "simple_spread_v3",
+        "simple_adversary_v3",
+        "simple_tag_v3",
+        "simple_world_comm_v3",
+        "simple_speaker_listener_v4",
+    ],
+)
 @pytest.mark.parametrize("continuous", [False, True])
 def test_direct_aec_stepping_matches_the_parallel_api(scenario, continuous):
     """The wrapper drives mpe2's raw AEC env itself; PettingZoo's parallel API must give the

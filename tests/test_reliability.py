@@ -1,5 +1,6 @@
 """Faults and bad input: a full disk, killed processes, Ctrl-C, damaged checkpoints, progress on
 a slow machine."""
+
 import errno
 import glob
 import json
@@ -32,7 +33,7 @@ class HalfWriter:
         self.f = f
 
     def write(self, data):
-        self.f.write(bytes(data)[:len(data) // 2])
+        self.f.write(bytes(data)[: len(data) // 2])
         self.f.flush()
         raise enospc(getattr(self.f, "name", None))
 
@@ -48,20 +49,30 @@ class HalfWriter:
 
 # --- a full disk ---------------------------------------------------------------------------
 
+
 def make_observer(tmp_path):
     import datetime
 
     from utils.records import RecordObserver
+
     obs = RecordObserver(str(tmp_path))
     now = datetime.datetime.utcnow()
-    obs.started_event({"name": "x", "sources": [], "base_dir": str(tmp_path)}, "main",
-                      {"hostname": socket.gethostname()}, now, {"seed": 1}, {}, None)
+    obs.started_event(
+        {"name": "x", "sources": [], "base_dir": str(tmp_path)},
+        "main",
+        {"hostname": socket.gethostname()},
+        now,
+        {"seed": 1},
+        {},
+        None,
+    )
     return obs, now
 
 
 def test_failed_writes_never_truncate_the_record(tmp_path, monkeypatch):
     import utils.files
     import utils.records
+
     obs, now = make_observer(tmp_path)
     obs.log_metrics({"loss": {"values": [1.0], "steps": [10], "timestamps": [now]}}, {})
     obs.cout = "line one\n"
@@ -71,8 +82,7 @@ def test_failed_writes_never_truncate_the_record(tmp_path, monkeypatch):
 
     real_fdopen, real_open = os.fdopen, open
     monkeypatch.setattr(utils.files.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
-    monkeypatch.setattr(utils.records, "open",
-                        lambda *a, **k: HalfWriter(real_open(*a, **k)), raising=False)
+    monkeypatch.setattr(utils.records, "open", lambda *a, **k: HalfWriter(real_open(*a, **k)), raising=False)
     with pytest.raises(OSError) as e:
         obs.log_metrics({"loss": {"values": [2.0], "steps": [20], "timestamps": [now]}}, {})
     assert e.value.errno == errno.ENOSPC
@@ -87,8 +97,7 @@ def test_failed_writes_never_truncate_the_record(tmp_path, monkeypatch):
     assert (tmp_path / "1" / "metrics.json").read_text() == metrics
     assert (tmp_path / "1" / "run.json").read_text() == run
     assert (tmp_path / "1" / "cout.txt").read_text() == "line one\n"
-    assert sorted(os.listdir(tmp_path / "1")) == ["config.json", "cout.txt", "metrics.json",
-                                                  "run.json"]
+    assert sorted(os.listdir(tmp_path / "1")) == ["config.json", "cout.txt", "metrics.json", "run.json"]
     assert obs.write_error.errno == errno.ENOSPC
 
     # Space again: the metrics kept in memory are all written, the first measurement included.
@@ -100,6 +109,7 @@ def test_failed_writes_never_truncate_the_record(tmp_path, monkeypatch):
 
 def test_full_disk_during_a_checkpoint_stops_the_run_with_one_line(tmp_path, monkeypatch, capsys):
     import utils.checkpoint
+
     real_open = open
     calls = {"n": 0}
 
@@ -129,6 +139,7 @@ def test_checkpoints_clean_stale_partial_folders_and_follow_the_umask(tmp_path):
 
     from utils.checkpoint import save_checkpoint
     from utils.files import current_umask
+
     stale = tmp_path / ".500.abcd1234"
     stale.mkdir()
     (stale / "learner.th").write_bytes(b"half")
@@ -144,6 +155,7 @@ def test_checkpoints_clean_stale_partial_folders_and_follow_the_umask(tmp_path):
 
 # --- damaged checkpoints and bad paths: refused up front --------------------------------------
 
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     results = tmp_path_factory.mktemp("ckpt")
@@ -153,22 +165,26 @@ def checkpoint(tmp_path_factory):
 
 def copy_checkpoint(src, dst):
     import shutil
+
     shutil.copytree(src, dst)
     return os.path.join(dst, max(os.listdir(dst), key=int))
 
 
-@pytest.mark.parametrize("damage,fragment", [
-    ("truncate", "learner.th' is truncated or not a saved model"),
-    ("garbage", "learner.th' is truncated or not a saved model"),
-    ("no_meta", "has no meta.json"),
-    ("bad_meta", "meta.json' cannot be read"),
-])
+@pytest.mark.parametrize(
+    "damage,fragment",
+    [
+        ("truncate", "learner.th' is truncated or not a saved model"),
+        ("garbage", "learner.th' is truncated or not a saved model"),
+        ("no_meta", "has no meta.json"),
+        ("bad_meta", "meta.json' cannot be read"),
+    ],
+)
 def test_damaged_checkpoints_are_refused_before_the_run(checkpoint, tmp_path, damage, fragment):
     step = copy_checkpoint(checkpoint, str(tmp_path / "m"))
     weights, meta = os.path.join(step, "learner.th"), os.path.join(step, "meta.json")
     if damage == "truncate":
         data = open(weights, "rb").read()
-        open(weights, "wb").write(data[:len(data) // 2])
+        open(weights, "wb").write(data[: len(data) // 2])
     elif damage == "garbage":
         open(weights, "wb").write(os.urandom(4096))
     elif damage == "no_meta":
@@ -197,10 +213,16 @@ def test_bad_results_paths_are_refused(tmp_path):
         load_config(["with", "local_results_path=/sys/results"])
 
 
-@pytest.mark.parametrize("argv,fragment", [
-    (["with", "save_replay=True"], "save_replay=True: env 'mpe' cannot save replays (envs that can: sc2, skirmish)"),
-    (["--env-config=skirmish", "with", "save_replay=True"], "needs evaluate=True"),
-])
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (
+            ["with", "save_replay=True"],
+            "save_replay=True: env 'mpe' cannot save replays (envs that can: sc2, skirmish)",
+        ),
+        (["--env-config=skirmish", "with", "save_replay=True"], "needs evaluate=True"),
+    ],
+)
 def test_replays_that_would_silently_do_nothing_are_refused(argv, fragment):
     with pytest.raises(ConfigError) as e:
         load_config(argv)
@@ -208,13 +230,32 @@ def test_replays_that_would_silently_do_nothing_are_refused(argv, fragment):
 
 
 def test_skirmish_replay_path_is_printed(tmp_path, caplog, capsys):
-    assert run_main(tmp_path, "qmix", env="skirmish",
-                    extra=["env_args.map_name=3m", "save_model=True", "save_model_interval=300"]) == 0
+    assert (
+        run_main(
+            tmp_path,
+            "qmix",
+            env="skirmish",
+            extra=["env_args.map_name=3m", "save_model=True", "save_model_interval=300"],
+        )
+        == 0
+    )
     models = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
     replays = tmp_path / "replays"
-    assert run_main(tmp_path, "qmix", env="skirmish",
-                    extra=["env_args.map_name=3m", f"checkpoint_path={models}", "evaluate=True",
-                           "save_replay=True", f"env_args.replay_dir={replays}"]) == 0
+    assert (
+        run_main(
+            tmp_path,
+            "qmix",
+            env="skirmish",
+            extra=[
+                "env_args.map_name=3m",
+                f"checkpoint_path={models}",
+                "evaluate=True",
+                "save_replay=True",
+                f"env_args.replay_dir={replays}",
+            ],
+        )
+        == 0
+    )
     gifs = glob.glob(str(replays / "*.gif"))
     assert len(gifs) == 1
     assert f"saved replay {gifs[0]}" in read(sacred_runs(tmp_path)[-1], "cout.txt")
@@ -222,9 +263,18 @@ def test_skirmish_replay_path_is_printed(tmp_path, caplog, capsys):
 
 # --- killed processes, Ctrl-C ----------------------------------------------------------------
 
+
 def start_run(tmp_path, *extra):
-    cmd = [sys.executable, os.path.join(SRC, "main.py"), "--config=qmix", "with", "t_max=10000000",
-           f"local_results_path={tmp_path}", "torch_threads=1", *extra]
+    cmd = [
+        sys.executable,
+        os.path.join(SRC, "main.py"),
+        "--config=qmix",
+        "with",
+        "t_max=10000000",
+        f"local_results_path={tmp_path}",
+        "torch_threads=1",
+        *extra,
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -262,14 +312,16 @@ def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
     assert proc.returncode == 128 + sig
     assert "Traceback" not in err, err
     lines = [ln for ln in err.splitlines() if not ln.startswith("[INFO")]
-    assert lines == [f"interrupted by {sig.name}; the run's record is marked INTERRUPTED: "
-                     f"{sacred_runs(tmp_path)[0]}"], err
+    assert lines == [
+        f"interrupted by {sig.name}; the run's record is marked INTERRUPTED: {sacred_runs(tmp_path)[0]}"
+    ], err
     assert read(sacred_runs(tmp_path)[0], "run.json")["status"] == "INTERRUPTED"
     assert workers and not any(alive(w) for w in workers)
 
 
 def test_kill_9_leaves_no_workers_and_a_died_record(tmp_path):
     from utils.files import run_status
+
     proc = start_run(tmp_path, "runner=parallel", "batch_size_run=3")
     assert wait_for(lambda: len(children(proc.pid)) >= 3 and sacred_runs(tmp_path))
     workers = children(proc.pid)
@@ -282,6 +334,7 @@ def test_kill_9_leaves_no_workers_and_a_died_record(tmp_path):
 
 def test_run_status_tells_dead_runs_apart():
     from utils.files import run_status
+
     here = socket.gethostname()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -294,36 +347,53 @@ def test_run_status_tells_dead_runs_apart():
 
 
 def test_ctrl_c_stops_a_sweep(tmp_path):
-    spec = {"experiment": "stop", "config": "qmix", "env_config": "mpe", "seeds": [1, 2, 3],
-            "workers": 1, "overrides": {"t_max": 10000000, "local_results_path": str(tmp_path)}}
+    spec = {
+        "experiment": "stop",
+        "config": "qmix",
+        "env_config": "mpe",
+        "seeds": [1, 2, 3],
+        "workers": 1,
+        "overrides": {"t_max": 10000000, "local_results_path": str(tmp_path)},
+    }
     path = tmp_path / "sweep.yaml"
     path.write_text(json.dumps(spec))
-    launch = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-              "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
-    proc = subprocess.Popen([sys.executable, "-c", launch, os.path.join(SRC, "sweep.py"), str(path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launch = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", launch, os.path.join(SRC, "sweep.py"), str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first = os.path.join(str(tmp_path), "sacred", "stop", "mpe", "simple_spread_v3", "qmix", "1")
     assert wait_for(lambda: os.path.exists(os.path.join(first, "run.json")))
     time.sleep(1)
     proc.send_signal(signal.SIGINT)  # one Ctrl-C
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["sweep stop interrupted: 0 completed, 1 interrupted, 0 failed, "
-                                        "2 not started (run the sweep again to go on)"], err
+    assert err.strip().splitlines() == [
+        "sweep stop interrupted: 0 completed, 1 interrupted, 0 failed, "
+        "2 not started (run the sweep again to go on)"
+    ], err
     runs = glob.glob(os.path.join(os.path.dirname(first), "[0-9]*"))
     assert len(runs) == 1 and read(runs[0], "run.json")["status"] == "INTERRUPTED"
 
 
 # --- messages and progress ---------------------------------------------------------------------
 
+
 def test_plot_names_a_missing_folder(tmp_path):
     import plot
+
     with pytest.raises(SystemExit, match="no such folder: .*nowhere"):
         plot.main([str(tmp_path / "nowhere")])
 
 
 def test_sweep_yaml_errors_name_the_line(tmp_path, capsys):
     import sweep
+
     path = tmp_path / "s.yaml"
     path.write_text("experiment: x\nseeds: [1, 2\nconfig: qmix\n")
     assert sweep.main([str(path), "--dry-run"]) == 2
@@ -332,10 +402,20 @@ def test_sweep_yaml_errors_name_the_line(tmp_path, capsys):
 
 def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, monkeypatch):
     import run
+
     monkeypatch.setattr(run, "FIRST_PROGRESS_S", 0)
     monkeypatch.setattr(run, "PROGRESS_EVERY_S", 0)
-    argv = ["--config=qmix", "--env-config=mpe", "with", f"local_results_path={tmp_path}", "seed=1",
-            *QUICK, "t_max=400", "log_interval=200", "test_interval=100"]
+    argv = [
+        "--config=qmix",
+        "--env-config=mpe",
+        "with",
+        f"local_results_path={tmp_path}",
+        "seed=1",
+        *QUICK,
+        "t_max=400",
+        "log_interval=200",
+        "test_interval=100",
+    ]
     assert main.main(argv) == 0
     path = sacred_runs(tmp_path)[0]
     cout = read(path, "cout.txt")

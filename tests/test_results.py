@@ -1,4 +1,5 @@
 """Sweeps, the Sacred log loader, plots and tables, on real small runs made here."""
+
 import csv
 import glob
 import json
@@ -11,15 +12,30 @@ import plot
 import sweep
 from utils.results import load_runs
 
-TINY = {"t_max": 150, "test_interval": 50, "test_nepisode": 2, "batch_size": 2, "buffer_size": 10,
-        "log_interval": 50, "runner_log_interval": 50, "learner_log_interval": 50,
-        "env_args.max_cycles": 10}
+TINY = {
+    "t_max": 150,
+    "test_interval": 50,
+    "test_nepisode": 2,
+    "batch_size": 2,
+    "buffer_size": 10,
+    "log_interval": 50,
+    "runner_log_interval": 50,
+    "learner_log_interval": 50,
+    "env_args.max_cycles": 10,
+}
 
 
 def write_spec(path, results, experiment="tiny", backend="local", grid=None):
-    spec = {"experiment": experiment, "env_config": "mpe", "seeds": [1, 2], "backend": backend,
-            "workers": 2, "results": str(results), "overrides": TINY,
-            "grid": grid or {"config": ["qmix", "vdn"]}}
+    spec = {
+        "experiment": experiment,
+        "env_config": "mpe",
+        "seeds": [1, 2],
+        "backend": backend,
+        "workers": 2,
+        "results": str(results),
+        "overrides": TINY,
+        "grid": grid or {"config": ["qmix", "vdn"]},
+    }
     with open(path, "w") as f:
         json.dump(spec, f)  # JSON is YAML
     return str(path)
@@ -49,9 +65,11 @@ def swept(tmp_path_factory):
 
 
 def test_dry_run_lists_the_full_grid(tmp_path, capsys):
-    spec = write_spec(tmp_path / "s.yaml", tmp_path / "r",
-                      grid={"config": ["qmix", "vdn"], "env_args.scenario": ["simple_spread_v3",
-                                                                             "simple_reference_v3"]})
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        tmp_path / "r",
+        grid={"config": ["qmix", "vdn"], "env_args.scenario": ["simple_spread_v3", "simple_reference_v3"]},
+    )
     assert sweep.main([spec, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "8 runs, 0 already completed" in out
@@ -93,8 +111,24 @@ def test_plot_writes_figure_and_tables(swept, tmp_path):
     root, _ = swept
     out = str(tmp_path / "fig")
     with pytest.warns(UserWarning):
-        assert plot.main([str(root / "results"), "--metric", "test_return_mean", "--group-by",
-                          "name", "--status", "COMPLETED", "--smooth", "2", "--out", out]) == 0
+        assert (
+            plot.main(
+                [
+                    str(root / "results"),
+                    "--metric",
+                    "test_return_mean",
+                    "--group-by",
+                    "name",
+                    "--status",
+                    "COMPLETED",
+                    "--smooth",
+                    "2",
+                    "--out",
+                    out,
+                ]
+            )
+            == 0
+        )
     assert os.path.getsize(out + ".png") > 5000
     with open(out + ".csv") as f:
         rows = list(csv.DictReader(f))
@@ -110,8 +144,22 @@ def test_plot_filter_and_iqm(swept, tmp_path):
     root, _ = swept
     out = str(tmp_path / "agg")
     with pytest.warns(UserWarning):
-        assert plot.main([str(root / "results"), "--filter", "name=qmix", "--status",
-                          "COMPLETED", "--out", out, "--aggregate", "iqm"]) == 0
+        assert (
+            plot.main(
+                [
+                    str(root / "results"),
+                    "--filter",
+                    "name=qmix",
+                    "--status",
+                    "COMPLETED",
+                    "--out",
+                    out,
+                    "--aggregate",
+                    "iqm",
+                ]
+            )
+            == 0
+        )
     with open(out + ".csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["group"] for r in rows] == ["qmix"] and rows[0]["n_seeds"] == "2"
@@ -124,8 +172,9 @@ def test_plot_filter_and_iqm(swept, tmp_path):
 
 def test_ray_backend_runs_a_tiny_sweep(tmp_path):
     pytest.importorskip("ray", reason="Ray is in requirements.txt; this runs wherever it is installed")
-    spec = write_spec(tmp_path / "s.yaml", tmp_path / "r", experiment="tiny_ray", backend="ray",
-                      grid={"config": ["qmix"]})
+    spec = write_spec(
+        tmp_path / "s.yaml", tmp_path / "r", experiment="tiny_ray", backend="ray", grid={"config": ["qmix"]}
+    )
     assert sweep.main([spec]) == 0
     runs = glob.glob(str(tmp_path / "r" / "sacred" / "tiny_ray" / "*" / "*" / "qmix" / "[0-9]*"))
     assert len(runs) == 2

@@ -28,8 +28,9 @@ def test_episode_runner_time_limit_not_terminal(mock_setup):
 
 @pytest.mark.parametrize("runner_name,n", [("episode", 1), ("parallel", 2)])
 def test_indi_terminated_recorded(mock_setup, runner_name, n):
-    _, runner, _ = mock_setup(runner=runner_name, batch_size_run=n, ep_len=6, death_steps=[2, None, 4],
-                              n_agents=3)
+    _, runner, _ = mock_setup(
+        runner=runner_name, batch_size_run=n, ep_len=6, death_steps=[2, None, 4], n_agents=3
+    )
     b = runner.run()
     for i in range(n):
         flags = b["indi_terminated"][i, :6].numpy()  # after transition t the env is at t + 1

@@ -1,5 +1,6 @@
 """The SMAC wrapper, against a stand-in class with SMAC's method signatures (the real SMAC needs
 StarCraft II, which these machines do not have; the last test runs it wherever it is installed)."""
+
 import sys
 import types
 
@@ -19,8 +20,7 @@ class StandInStarCraft2Env(SkirmishEnv):
 @pytest.fixture
 def wrapped(monkeypatch):
     monkeypatch.setattr(sc2_env, "load_smac", lambda: StandInStarCraft2Env)
-    return sc2_env.StarCraft2Env(map_name="2s3z", seed=0, common_reward=True,
-                                 reward_scalarisation="sum")
+    return sc2_env.StarCraft2Env(map_name="2s3z", seed=0, common_reward=True, reward_scalarisation="sum")
 
 
 def test_indi_terminated_follows_unit_health(wrapped):
@@ -68,6 +68,15 @@ def test_real_smac_when_installed(tmp_path):
         sc2_env.check_starcraft()
     except ConfigError as e:
         pytest.skip(f"SMAC and StarCraft II are not installed here: {str(e)[:80]}")
-    argv = ["--config=qmix", "--env-config=sc2", "with", "env_args.map_name=3m", "t_max=200",
-            "test_interval=100", "test_nepisode=1", "batch_size=2", f"local_results_path={tmp_path}"]
+    argv = [
+        "--config=qmix",
+        "--env-config=sc2",
+        "with",
+        "env_args.map_name=3m",
+        "t_max=200",
+        "test_interval=100",
+        "test_nepisode=1",
+        "batch_size=2",
+        f"local_results_path={tmp_path}",
+    ]
     assert main.main(argv) == 0

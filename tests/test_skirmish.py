@@ -1,5 +1,6 @@
 """The skirmish simulator: SMAC's sizes, availability rules, reward, termination, determinism,
 and that focus fire beats random play."""
+
 import glob
 import os
 
@@ -12,16 +13,26 @@ from utils.errors import ConfigError
 
 # SMAC's env_info with default options: n_agents, n_enemies, n_actions, obs, state, limit, max_reward
 SMAC = {
-    "3m": (3, 3, 9, 30, 48, 60, 365), "8m": (8, 8, 14, 80, 168, 120, 640),
-    "25m": (25, 25, 31, 250, 950, 150, 1575), "5m_vs_6m": (5, 6, 12, 55, 98, 70, 530),
-    "8m_vs_9m": (8, 9, 15, 85, 179, 120, 695), "10m_vs_11m": (10, 11, 17, 105, 243, 150, 805),
-    "2s3z": (5, 5, 11, 80, 120, 120, 1020), "3s5z": (8, 8, 14, 128, 216, 150, 1510),
-    "1c3s5z": (9, 9, 15, 162, 270, 180, 1870), "MMM": (10, 10, 16, 160, 290, 150, 1015),
-    "MMM2": (10, 12, 18, 176, 322, 180, 1205), "2s_vs_1sc": (2, 1, 7, 17, 27, 300, 510),
-    "3s_vs_5z": (3, 5, 11, 48, 68, 250, 1000), "2c_vs_64zg": (2, 64, 70, 332, 342, 400, 3080),
-    "corridor": (6, 24, 30, 156, 282, 400, 1280), "6h_vs_8z": (6, 8, 14, 78, 140, 150, 1480),
-    "bane_vs_bane": (24, 24, 30, 336, 984, 200, 1260), "so_many_baneling": (7, 32, 38, 202, 397, 100, 1480),
-    "27m_vs_30m": (27, 30, 36, 285, 1170, 180, 1850), "3s5z_vs_3s6z": (8, 9, 15, 136, 230, 170, 1670),
+    "3m": (3, 3, 9, 30, 48, 60, 365),
+    "8m": (8, 8, 14, 80, 168, 120, 640),
+    "25m": (25, 25, 31, 250, 950, 150, 1575),
+    "5m_vs_6m": (5, 6, 12, 55, 98, 70, 530),
+    "8m_vs_9m": (8, 9, 15, 85, 179, 120, 695),
+    "10m_vs_11m": (10, 11, 17, 105, 243, 150, 805),
+    "2s3z": (5, 5, 11, 80, 120, 120, 1020),
+    "3s5z": (8, 8, 14, 128, 216, 150, 1510),
+    "1c3s5z": (9, 9, 15, 162, 270, 180, 1870),
+    "MMM": (10, 10, 16, 160, 290, 150, 1015),
+    "MMM2": (10, 12, 18, 176, 322, 180, 1205),
+    "2s_vs_1sc": (2, 1, 7, 17, 27, 300, 510),
+    "3s_vs_5z": (3, 5, 11, 48, 68, 250, 1000),
+    "2c_vs_64zg": (2, 64, 70, 332, 342, 400, 3080),
+    "corridor": (6, 24, 30, 156, 282, 400, 1280),
+    "6h_vs_8z": (6, 8, 14, 78, 140, 150, 1480),
+    "bane_vs_bane": (24, 24, 30, 336, 984, 200, 1260),
+    "so_many_baneling": (7, 32, 38, 202, 397, 100, 1480),
+    "27m_vs_30m": (27, 30, 36, 285, 1170, 180, 1850),
+    "3s5z_vs_3s6z": (8, 9, 15, 136, 230, 170, 1670),
     "2m_vs_1z": (2, 1, 7, 16, 26, 150, 360),
 }
 
@@ -31,8 +42,14 @@ def test_sizes_match_smac(name):
     env = SkirmishEnv(map_name=name, seed=0)
     info = env.get_env_info()
     na, ne, n_actions, obs, state, limit, max_reward = SMAC[name]
-    assert (info["n_agents"], env.n_enemies, info["n_actions"], info["obs_shape"], info["state_shape"],
-            info["episode_limit"]) == (na, ne, n_actions, obs, state, limit)
+    assert (
+        info["n_agents"],
+        env.n_enemies,
+        info["n_actions"],
+        info["obs_shape"],
+        info["state_shape"],
+        info["episode_limit"],
+    ) == (na, ne, n_actions, obs, state, limit)
     assert env.max_reward == max_reward
     assert len(env.get_obs()) == na and all(o.shape == (obs,) for o in env.get_obs())
     assert env.get_state().shape == (state,)
@@ -137,7 +154,7 @@ def focus_fire(env):
         else:
             d = env.pos[na:] - env.pos[i]
             d[~env.alive[na:]] = 1e9
-            dx, dy = d[np.argmin((d ** 2).sum(1))]
+            dx, dy = d[np.argmin((d**2).sum(1))]
             a = (4 if dx > 0 else 5) if abs(dx) > abs(dy) else (2 if dy > 0 else 3)
             actions.append(a if avail[i, a] else 1)
     return actions
@@ -165,21 +182,37 @@ def test_render_and_bad_arguments():
     img = env.render()
     assert img.shape == (256, 256, 3) and img.dtype == np.uint8
     assert (img == np.array([40, 90, 230], dtype=np.uint8)).all(-1).sum() > 0  # agents drawn
-    with pytest.raises(ConfigError, match=r"did you mean 3m\b.*\(23 valid choices, listed in config/envs/skirmish.yaml\)"):
+    with pytest.raises(
+        ConfigError, match=r"did you mean 3m\b.*\(23 valid choices, listed in config/envs/skirmish.yaml\)"
+    ):
         SkirmishEnv(map_name="3mm")
     with pytest.raises(ConfigError, match="unknown env_args key"):
         SkirmishEnv(map_name="3m", reward_wins=1)
 
 
-@pytest.mark.parametrize("config,map_name,extra", [
-    ("qmix", "3m", []),
-    ("differ_qmix", "2s3z", ["runner=parallel", "batch_size_run=2"]),
-    ("differ_qmix_transformer", "2s3z", ["transformer_n_layers=1"]),
-])
+@pytest.mark.parametrize(
+    "config,map_name,extra",
+    [
+        ("qmix", "3m", []),
+        ("differ_qmix", "2s3z", ["runner=parallel", "batch_size_run=2"]),
+        ("differ_qmix_transformer", "2s3z", ["transformer_n_layers=1"]),
+    ],
+)
 def test_training_runs_on_skirmish(tmp_path, config, map_name, extra):
-    argv = [f"--config={config}", "--env-config=skirmish", "with", f"env_args.map_name={map_name}",
-            f"local_results_path={tmp_path}", "seed=1", "t_max=150", "test_interval=100",
-            "test_nepisode=2", "batch_size=2", "buffer_size=10", *extra]
+    argv = [
+        f"--config={config}",
+        "--env-config=skirmish",
+        "with",
+        f"env_args.map_name={map_name}",
+        f"local_results_path={tmp_path}",
+        "seed=1",
+        "t_max=150",
+        "test_interval=100",
+        "test_nepisode=2",
+        "batch_size=2",
+        "buffer_size=10",
+        *extra,
+    ]
     assert main.main(argv) == 0
     runs = glob.glob(os.path.join(str(tmp_path), "sacred", "skirmish", map_name, "*", "1"))
     assert len(runs) == 1
@@ -192,6 +225,7 @@ def test_pettingzoo_parallel_api():
     from pettingzoo.test import parallel_api_test
 
     from envs.skirmish.pettingzoo import parallel_env
+
     for name in ("3m", "2s3z"):
         parallel_api_test(parallel_env(map_name=name, seed=0), num_cycles=300)
     env = parallel_env(map_name="3m", seed=0)
@@ -202,6 +236,7 @@ def test_pettingzoo_parallel_api():
 
 def test_save_replay_writes_a_gif_of_the_last_episode(tmp_path):
     from PIL import Image
+
     env = SkirmishEnv(map_name="3m", seed=0, replay_dir=str(tmp_path))
     rng = np.random.default_rng(0)
     steps = 0

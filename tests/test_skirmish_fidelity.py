@@ -1,5 +1,6 @@
 """Skirmish plays out as SC2 does: fair mirror matches, outcomes independent of step_mul, duels
 that end at the game loop SC2's rules give, the built-in unit behaviour, terrain, SMAC's API."""
+
 import math
 from collections import deque
 
@@ -40,7 +41,7 @@ def hand_shots_to_kill(hp, sh, armour, raw, hits):
 
 def hold(env, **orders):
     """Actions that keep every living agent standing (stop), dead ones no-op; orders: a{i}=action."""
-    actions = [1 if alive else 0 for alive in env.alive[:env.n_agents]]
+    actions = [1 if alive else 0 for alive in env.alive[: env.n_agents]]
     for k, v in orders.items():
         actions[int(k[1:])] = v
     return actions
@@ -66,7 +67,7 @@ def test_mirror_matches_are_fair(name):
         done = False
         while not done:
             _, done, info = env.step([0] * env.n_agents)
-        alive_a, alive_e = env.alive[:env.n_agents].any(), env.alive[env.n_agents:].any()
+        alive_a, alive_e = env.alive[: env.n_agents].any(), env.alive[env.n_agents :].any()
         wins += info["battle_won"]
         losses += (not info["battle_won"]) and alive_e and (not alive_a or env.only_medivac_left(True))
     decisive = wins + losses
@@ -284,8 +285,10 @@ def reachable(grid, start):
     return seen
 
 
-@pytest.mark.parametrize("name", ["3m", "3s_vs_5z", "bane_vs_bane", "2c_vs_64zg", "corridor",
-                                  "so_many_baneling", "2s_vs_1sc", "6h_vs_8z"])
+@pytest.mark.parametrize(
+    "name",
+    ["3m", "3s_vs_5z", "bane_vs_bane", "2c_vs_64zg", "corridor", "so_many_baneling", "2s_vs_1sc", "6h_vs_8z"],
+)
 def test_every_pathable_cell_is_reachable(name):
     env = SkirmishEnv(map_name=name, seed=0)
     cells = reachable(env.grid, tuple(env.pos[0].astype(int)))
@@ -294,8 +297,10 @@ def test_every_pathable_cell_is_reachable(name):
         outside = np.zeros_like(env.grid)
         outside[[c[0] for c in cells], [c[1] for c in cells]] = True
         assert outside.sum() in (168, 152) and not any(
-            (x + dx, y + dy) in cells for x, y in zip(*np.nonzero(env.grid & ~outside), strict=True)
-            for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)))
+            (x + dx, y + dy) in cells
+            for x, y in zip(*np.nonzero(env.grid & ~outside), strict=True)
+            for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))
+        )
     else:
         assert len(cells) == env.grid.sum()
 
@@ -367,9 +372,15 @@ def test_smac_api():
     assert len(env.agents) == na and len(env.enemies) == ne and env.enemies[ne - 1].unit_type == 54
     assert all(u.health == 45 for i, u in env.agents.items() if env.kinds[i] == "marine")
     sd = env.get_state_dict()
-    assert sd["allies"].shape == (na, 7) and sd["enemies"].shape == (ne, 6) and sd["last_action"].shape == (na, 16)
-    assert np.allclose(np.concatenate([sd["allies"].ravel(), sd["enemies"].ravel(), sd["last_action"].ravel()]),
-                       env.get_state())
+    assert (
+        sd["allies"].shape == (na, 7)
+        and sd["enemies"].shape == (ne, 6)
+        and sd["last_action"].shape == (na, 16)
+    )
+    assert np.allclose(
+        np.concatenate([sd["allies"].ravel(), sd["enemies"].ravel(), sd["last_action"].ravel()]),
+        env.get_state(),
+    )
     vis = env.get_visibility_matrix()
     assert vis.shape == (na, na + ne) and vis.dtype == bool and (vis[:, :na] == vis[:, :na].T).all()
     assert not vis[:, na:].any()  # the armies start out of sight of each other
@@ -382,8 +393,8 @@ def test_smac_api():
     assert len(env.get_surrounding_pathing(unit)) == 8
     assert env.distance(0, 0, 3, 4) == 5 and env.check_bounds(31, 0) and not env.check_bounds(32, 0)
     assert env.only_medivac_left(ally=False) is False
-    env.hp[na:na + ne - 1] = 0.0
-    env.alive[na:na + ne - 1] = False
+    env.hp[na : na + ne - 1] = 0.0
+    env.alive[na : na + ne - 1] = False
     assert env.only_medivac_left(ally=False) is True
     env.full_restart()
     assert env.force_restarts == 1 and env.alive.all()

@@ -6,6 +6,7 @@
 
 Exploration on top of these is an action selector (components/action_selectors.py).
 """
+
 import torch
 
 from utils.errors import ConfigError
@@ -67,9 +68,11 @@ class SimplexActions:
 
     def __init__(self, args):
         if not (set(args.action_low) <= {0} and set(args.action_high) <= {1}):
-            raise ConfigError(f"continuous_actor=softmax emits action vectors on the simplex, so it "
-                              f"needs action bounds [0, 1]; this env's are low={args.action_low}, "
-                              f"high={args.action_high}; use continuous_actor=tanh")
+            raise ConfigError(
+                f"continuous_actor=softmax emits action vectors on the simplex, so it "
+                f"needs action bounds [0, 1]; this env's are low={args.action_low}, "
+                f"high={args.action_high}; use continuous_actor=tanh"
+            )
         self.temperature = args.gumbel_temperature
 
     def greedy(self, out, avail):

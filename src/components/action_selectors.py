@@ -5,6 +5,7 @@ Every selector is built as Selector(args, form), where form is the run's action 
     select_action(outputs, avail, t_env, test_mode=False, bs=slice(None)) -> actions
     start_episode(batch_size, n_agents, device)   (a new batch of episodes begins)
 """
+
 import numpy as np
 import torch
 
@@ -35,8 +36,7 @@ class EpsilonGreedyActionSelector(Selector):
 
     def __init__(self, args, form=None):
         super().__init__(args, form)
-        self.schedule = LinearSchedule(args.epsilon_start, args.epsilon_finish,
-                                       args.epsilon_anneal_time)
+        self.schedule = LinearSchedule(args.epsilon_start, args.epsilon_finish, args.epsilon_anneal_time)
         self.evaluation_epsilon = args.evaluation_epsilon
         self.epsilon = self.schedule.eval(0)
 
@@ -83,8 +83,7 @@ class GaussianNoiseSelector(Selector):
 
     def __init__(self, args, form=None):
         super().__init__(args, form)
-        self.scale = LinearSchedule(args.act_noise_start, args.act_noise_finish,
-                                    args.act_noise_anneal_time)
+        self.scale = LinearSchedule(args.act_noise_start, args.act_noise_finish, args.act_noise_anneal_time)
 
     def select_action(self, outputs, avail, t_env, test_mode=False, bs=slice(None)):
         if test_mode:

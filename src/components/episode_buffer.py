@@ -1,4 +1,5 @@
 """EpisodeBatch: fixed-size [batch, time, ...] tensors described by a scheme; ReplayBuffer over it."""
+
 import functools
 from types import SimpleNamespace
 
@@ -15,8 +16,7 @@ class EpisodeBatch:
     preprocess: {field: (new_field, [transforms])} applied whenever `field` is written.
     """
 
-    def __init__(self, scheme, groups, batch_size, max_seq_length, data=None, preprocess=None,
-                 device="cpu"):
+    def __init__(self, scheme, groups, batch_size, max_seq_length, data=None, preprocess=None, device="cpu"):
         self.scheme = dict(scheme)
         self.groups = groups
         self.batch_size = batch_size
@@ -54,11 +54,13 @@ class EpisodeBatch:
             group = info.get("group")
             shape = (groups[group], *vshape) if group else vshape
             if info.get("episode_const", False):
-                self.data.episode_data[field] = torch.zeros((batch_size, *shape), dtype=dtype,
-                                                            device=self.device)
+                self.data.episode_data[field] = torch.zeros(
+                    (batch_size, *shape), dtype=dtype, device=self.device
+                )
             else:
                 self.data.transition_data[field] = torch.zeros(
-                    (batch_size, max_seq_length, *shape), dtype=dtype, device=self.device)
+                    (batch_size, max_seq_length, *shape), dtype=dtype, device=self.device
+                )
 
     def to(self, device):
         for store in (self.data.transition_data, self.data.episode_data):
@@ -115,8 +117,9 @@ class EpisodeBatch:
                 v = v.reshape(slot_shape)
             arr[slices] = v
         else:
-            v = torch.as_tensor(np.asarray(v) if isinstance(v, (list, tuple)) else v,
-                                dtype=dest.dtype, device=dest.device)
+            v = torch.as_tensor(
+                np.asarray(v) if isinstance(v, (list, tuple)) else v, dtype=dest.dtype, device=dest.device
+            )
             slot_shape = dest[slices].shape
             if v.ndim and v.shape != slot_shape:
                 self._check_safe_view(v, slot_shape, k)
@@ -140,8 +143,9 @@ class EpisodeBatch:
 
     def _check_safe_view(self, v, dest_shape, key):
         if self._safe_view_error(tuple(v.shape), tuple(dest_shape)) is not None:
-            raise ValueError(f"cannot write '{key}' of shape {tuple(v.shape)} into a slot "
-                             f"of shape {tuple(dest_shape)}")
+            raise ValueError(
+                f"cannot write '{key}' of shape {tuple(v.shape)} into a slot of shape {tuple(dest_shape)}"
+            )
 
     def __getitem__(self, item):
         if isinstance(item, str):
@@ -160,19 +164,28 @@ class EpisodeBatch:
                 else:
                     raise KeyError(key)
             new_scheme = {key: self.scheme[key] for key in item}
-            new_groups = {self.scheme[key]["group"]: self.groups[self.scheme[key]["group"]]
-                          for key in item if "group" in self.scheme[key]}
-            return EpisodeBatch(new_scheme, new_groups, self.batch_size, self.max_seq_length,
-                                data=new_data, device=self.device)
+            new_groups = {
+                self.scheme[key]["group"]: self.groups[self.scheme[key]["group"]]
+                for key in item
+                if "group" in self.scheme[key]
+            }
+            return EpisodeBatch(
+                new_scheme,
+                new_groups,
+                self.batch_size,
+                self.max_seq_length,
+                data=new_data,
+                device=self.device,
+            )
 
         slices = self._parse_slices(item)
         new_data = SimpleNamespace(
             transition_data={k: v[slices] for k, v in self.data.transition_data.items()},
-            episode_data={k: v[slices[0]] for k, v in self.data.episode_data.items()})
+            episode_data={k: v[slices[0]] for k, v in self.data.episode_data.items()},
+        )
         ret_bs = self._get_num_items(slices[0], self.batch_size)
         ret_max_t = self._get_num_items(slices[1], self.max_seq_length)
-        return EpisodeBatch(self.scheme, self.groups, ret_bs, ret_max_t, data=new_data,
-                            device=self.device)
+        return EpisodeBatch(self.scheme, self.groups, ret_bs, ret_max_t, data=new_data, device=self.device)
 
     @staticmethod
     def _get_num_items(indexing_item, max_size):
@@ -202,16 +215,17 @@ class EpisodeBatch:
         return int(self.data.transition_data["filled"].sum(1).max())
 
     def __repr__(self):
-        return (f"EpisodeBatch(batch_size={self.batch_size}, max_seq_length={self.max_seq_length}, "
-                f"keys={list(self.scheme)}, groups={self.groups})")
+        return (
+            f"EpisodeBatch(batch_size={self.batch_size}, max_seq_length={self.max_seq_length}, "
+            f"keys={list(self.scheme)}, groups={self.groups})"
+        )
 
 
 class ReplayBuffer(EpisodeBatch):
     """A ring buffer of whole episodes, sampled uniformly; lives on `device` (the CPU by default)."""
 
     def __init__(self, scheme, groups, buffer_size, max_seq_length, preprocess=None, device="cpu"):
-        super().__init__(scheme, groups, buffer_size, max_seq_length, preprocess=preprocess,
-                         device=device)
+        super().__init__(scheme, groups, buffer_size, max_seq_length, preprocess=preprocess, device=device)
         self.buffer_size = buffer_size
         self.buffer_index = 0
         self.episodes_in_buffer = 0
@@ -249,7 +263,7 @@ class ReplayBuffer(EpisodeBatch):
         return self[ep_ids]
 
     def can_sample_transitions(self, batch_size):
-        return int(self._transitions[:self.episodes_in_buffer].sum()) >= batch_size
+        return int(self._transitions[: self.episodes_in_buffer].sum()) >= batch_size
 
     def sample_transitions(self, batch_size, episode_limit=None):
         """`batch_size` single transitions drawn uniformly (with replacement) from all stored
@@ -258,7 +272,7 @@ class ReplayBuffer(EpisodeBatch):
 
         episode_limit: also mark the step t = episode_limit - 1 terminated (no bootstrap at the
         limit); the window no longer shows where in its episode it lies."""
-        lengths = self._transitions[:self.episodes_in_buffer]
+        lengths = self._transitions[: self.episodes_in_buffer]
         ep = torch.multinomial(lengths, batch_size, replacement=True)
         t = (torch.rand(batch_size) * lengths[ep]).long()
         return self.transition_windows(ep, t, episode_limit)
@@ -270,13 +284,15 @@ class ReplayBuffer(EpisodeBatch):
         t_ix = t[:, None] + torch.arange(2, device=self.device)
         new_data = SimpleNamespace(
             transition_data={k: v[ep[:, None], t_ix] for k, v in self.data.transition_data.items()},
-            episode_data={k: v[ep] for k, v in self.data.episode_data.items()})
+            episode_data={k: v[ep] for k, v in self.data.episode_data.items()},
+        )
         if episode_limit is not None:
             term = new_data.transition_data["terminated"]
             term[:, 0][t == episode_limit - 1] = 1
-        return EpisodeBatch(self.scheme, self.groups, len(ep), 2, data=new_data,
-                            device=self.device)
+        return EpisodeBatch(self.scheme, self.groups, len(ep), 2, data=new_data, device=self.device)
 
     def __repr__(self):
-        return (f"ReplayBuffer({self.episodes_in_buffer}/{self.buffer_size} episodes, "
-                f"keys={list(self.scheme)}, groups={self.groups})")
+        return (
+            f"ReplayBuffer({self.episodes_in_buffer}/{self.buffer_size} episodes, "
+            f"keys={list(self.scheme)}, groups={self.groups})"
+        )

@@ -39,8 +39,9 @@ class BasicMAC:
         """Actions [len(bs), N] for the episodes `bs` of `ep_batch` at step `t_ep`."""
         avail_actions = ep_batch["avail_actions"][bs, t_ep]
         agent_outputs = self.forward(ep_batch, t_ep)
-        return self.action_selector.select_action(agent_outputs[bs], avail_actions, t_env,
-                                                  test_mode=test_mode, bs=bs)
+        return self.action_selector.select_action(
+            agent_outputs[bs], avail_actions, t_env, test_mode=test_mode, bs=bs
+        )
 
     def forward(self, ep_batch, t):
         """One step for every episode of the batch, carrying the hidden state: [B, N, A]."""
@@ -87,9 +88,9 @@ class BasicMAC:
         if self.args.obs_last_action:
             onehot = batch[self.form.last_action_key]
             if t0 == 0:  # no action before the first step
-                last = torch.cat([torch.zeros_like(onehot[:, :1]), onehot[:, :t1 - 1]], dim=1)
+                last = torch.cat([torch.zeros_like(onehot[:, :1]), onehot[:, : t1 - 1]], dim=1)
             else:
-                last = onehot[:, t0 - 1:t1 - 1]
+                last = onehot[:, t0 - 1 : t1 - 1]
             parts.append(last)
         if self.args.obs_agent_id:
             if self._agent_ids is None or self._agent_ids.device != obs.device:

@@ -38,8 +38,7 @@ class MADDPGMAC(BasicMAC):
     def init_hidden(self, batch_size):
         if self.n_policies == 1:
             return super().init_hidden(batch_size)
-        self.policy_index = torch.randint(self.n_policies, (batch_size, self.n_agents),
-                                          device=self.device())
+        self.policy_index = torch.randint(self.n_policies, (batch_size, self.n_agents), device=self.device())
         self._route = self.agent.route(self._networks(self.policy_index))
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents, self._route)
         self.action_selector.start_episode(batch_size, self.n_agents, self.device())

@@ -1,41 +1,53 @@
 """Environments by name. Constructors import their simulators lazily."""
+
 from utils.registry import Registry
 
 
 def _pettingzoo(**env_args):
     from envs.pettingzoo_env import PettingZooEnv
+
     return PettingZooEnv(**env_args)
 
 
 def _validate_pettingzoo(env_args):
     from envs.pettingzoo_env import validate_env_args
+
     validate_env_args(env_args)
 
 
 def _skirmish(**env_args):
     from envs.skirmish.env import SkirmishEnv
+
     return SkirmishEnv(**env_args)
 
 
 def _validate_skirmish(env_args):
     from envs.skirmish.env import validate_env_args
+
     validate_env_args(env_args)
 
 
 def _sc2(**env_args):
     from envs.sc2_env import StarCraft2Env
+
     return StarCraft2Env(**env_args)
 
 
 def _validate_sc2(env_args):
     from envs.sc2_env import validate_env_args
+
     validate_env_args(env_args)
 
 
-REGISTRY = Registry("env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish,
-                            "sc2": _sc2})
-VALIDATORS = {"mpe": _validate_pettingzoo, "pettingzoo": _validate_pettingzoo,
-              "skirmish": _validate_skirmish, "sc2": _validate_sc2}
+REGISTRY = Registry(
+    "env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish, "sc2": _sc2}
+)
+VALIDATORS = {
+    "mpe": _validate_pettingzoo,
+    "pettingzoo": _validate_pettingzoo,
+    "skirmish": _validate_skirmish,
+    "sc2": _validate_sc2,
+}
 
 # Envs whose save_replay() writes something (skirmish: an animated GIF; sc2: an SC2 replay).
 SAVES_REPLAYS = {"skirmish", "sc2"}

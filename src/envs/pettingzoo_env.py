@@ -1,4 +1,5 @@
 """Any PettingZoo parallel env as a MultiAgentEnv; mpe2 scenarios are chosen by name."""
+
 import importlib
 import inspect
 import pkgutil
@@ -16,8 +17,12 @@ WRAPPER_KEYS = {"scenario", "key", "seed", "common_reward", "reward_scalarisatio
 
 def mpe2_scenarios():
     import mpe2
-    return sorted(m.name for m in pkgutil.iter_modules(mpe2.__path__)
-                  if m.name.rsplit("_", 1)[-1].startswith("v") and not m.ispkg)
+
+    return sorted(
+        m.name
+        for m in pkgutil.iter_modules(mpe2.__path__)
+        if m.name.rsplit("_", 1)[-1].startswith("v") and not m.ispkg
+    )
 
 
 def resolve_module(env_args):
@@ -29,8 +34,10 @@ def resolve_module(env_args):
         except ImportError as e:
             raise ConfigError(f"env_args.key='{key}' cannot be imported: {e}") from None
         if not hasattr(module, "parallel_env"):
-            raise ConfigError(f"env_args.key='{key}' has no parallel_env(); give the import path "
-                              "of a PettingZoo environment module")
+            raise ConfigError(
+                f"env_args.key='{key}' has no parallel_env(); give the import path "
+                "of a PettingZoo environment module"
+            )
         return module
     scenario = env_args.get("scenario")
     scenarios = mpe2_scenarios()
@@ -63,8 +70,11 @@ def constructor_kwargs(module, env_args):
         elif k == "max_cycles" or k == "continuous_actions" and not v:
             continue  # mpe.yaml's defaults; the wrapper enforces max_cycles itself
         else:
-            raise ConfigError(unknown_name_message(f"argument of {module.__name__} (env_args)", k,
-                                                   accepted + sorted(WRAPPER_KEYS)))
+            raise ConfigError(
+                unknown_name_message(
+                    f"argument of {module.__name__} (env_args)", k, accepted + sorted(WRAPPER_KEYS)
+                )
+            )
     return passed
 
 
@@ -72,16 +82,20 @@ def validate_env_args(env_args):
     module = resolve_module(env_args)
     kwargs = constructor_kwargs(module, env_args)
     if env_args.get("reward_scalarisation") not in ("sum", "mean"):
-        raise ConfigError(f"env_args.reward_scalarisation={env_args.get('reward_scalarisation')!r}"
-                          " is not valid; valid choices: sum, mean")
+        raise ConfigError(
+            f"env_args.reward_scalarisation={env_args.get('reward_scalarisation')!r}"
+            " is not valid; valid choices: sum, mean"
+        )
     limit = env_args.get("max_cycles")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"env_args.max_cycles={limit!r} must be a positive integer (the episode limit)")
     # The scenario is the judge of its own values (N=0, a negative count...): build it and reset
     # it once here (milliseconds for mpe2), so that a value it refuses stops the run before it starts.
     params = constructor_params(module)
-    given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
-                      if k not in params or params[k].default != v) or "its defaults"
+    given = (
+        ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if k not in params or params[k].default != v)
+        or "its defaults"
+    )
     try:
         env = module.parallel_env(**kwargs)
         try:
@@ -91,8 +105,9 @@ def validate_env_args(env_args):
             env.close()
     except Exception as e:  # any failure of third-party code: report it in one line
         first = (str(e).strip().splitlines() or [""])[0]
-        raise ConfigError(f"{module.__name__} cannot be built with env_args {given}: "
-                          f"{type(e).__name__}: {first}") from None
+        raise ConfigError(
+            f"{module.__name__} cannot be built with env_args {given}: {type(e).__name__}: {first}"
+        ) from None
     if n == 0:
         raise ConfigError(f"{module.__name__} with env_args {given} has no agents")
 
@@ -167,8 +182,11 @@ class PettingZooEnv(MultiAgentEnv):
         actions = np.asarray(actions)
         live = self._driven().agents
         if self.continuous:
-            act = {a: actions[i, :self.agent_action_sizes[i]].astype(np.float32)
-                   for i, a in enumerate(self.agents) if a in live}
+            act = {
+                a: actions[i, : self.agent_action_sizes[i]].astype(np.float32)
+                for i, a in enumerate(self.agents)
+                if a in live
+            }
         else:
             act = {a: int(actions[i]) for i, a in enumerate(self.agents) if a in live}
         if self._aec is None:
@@ -198,8 +216,10 @@ class PettingZooEnv(MultiAgentEnv):
         rewards = dict.fromkeys(aec.agents, 0.0)
         for agent in aec.agents:
             if agent != aec.agent_selection:
-                raise RuntimeError(f"{self.module.__name__}: expected agent {aec.agent_selection} "
-                                   f"to act, got {agent}; agents must act in a cycle")
+                raise RuntimeError(
+                    f"{self.module.__name__}: expected agent {aec.agent_selection} "
+                    f"to act, got {agent}; agents must act in a cycle"
+                )
             action = act[agent]
             if self.continuous:  # what mpe2's ClipOutOfBoundsWrapper does
                 space = aec.action_space(agent)
@@ -209,8 +229,7 @@ class PettingZooEnv(MultiAgentEnv):
                 rewards[a] += aec.rewards[a]
         terms, truncs = dict(aec.terminations), dict(aec.truncations)
         obs = {a: aec.observe(a) for a in aec.agents}
-        while aec.agents and (aec.terminations[aec.agent_selection]
-                              or aec.truncations[aec.agent_selection]):
+        while aec.agents and (aec.terminations[aec.agent_selection] or aec.truncations[aec.agent_selection]):
             aec.step(None)
         return obs, rewards, terms, truncs
 
@@ -222,7 +241,7 @@ class PettingZooEnv(MultiAgentEnv):
         for i, a in enumerate(self.agents):
             if a in obs and not self._done[i]:
                 o = np.asarray(obs[a], dtype=np.float32).reshape(-1)
-                self._obs[i, :o.size] = o
+                self._obs[i, : o.size] = o
 
     # --- views ------------------------------------------------------------------------------
     def get_obs(self):
@@ -265,8 +284,7 @@ class PettingZooEnv(MultiAgentEnv):
         if layout:
             info["obs_entities"] = layout
         if self.continuous:
-            info.update(action_space="continuous", action_low=self.action_low,
-                        action_high=self.action_high)
+            info.update(action_space="continuous", action_low=self.action_low, action_high=self.action_high)
         return info
 
     def _obs_entities(self):
@@ -275,8 +293,12 @@ class PettingZooEnv(MultiAgentEnv):
         if self.module.__name__ != "mpe2.simple_spread_v3":
             return None
         n = self.n_agents
-        layout = [{"name": "own", "count": 1, "dim": 4}, {"name": "landmarks", "count": n, "dim": 2},
-                  {"name": "agents", "count": n - 1, "dim": 2}, {"name": "comm", "count": n - 1, "dim": 2}]
+        layout = [
+            {"name": "own", "count": 1, "dim": 4},
+            {"name": "landmarks", "count": n, "dim": 2},
+            {"name": "agents", "count": n - 1, "dim": 2},
+            {"name": "comm", "count": n - 1, "dim": 2},
+        ]
         if sum(e["count"] * e["dim"] for e in layout) != self.obs_size:
             return None
         return layout

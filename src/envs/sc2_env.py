@@ -3,6 +3,7 @@
 SMAC is imported only when this env is chosen. It is installed from its git repository (the PyPI
 package named `smac` is SMAC3, a hyperparameter optimiser) and needs the StarCraft II binary.
 """
+
 import importlib
 import os
 
@@ -10,9 +11,11 @@ import numpy as np
 
 from utils.errors import ConfigError
 
-INSTALL = ("install it with `bash install_sc2.sh` (StarCraft II 4.10 into $SC2PATH, the SMAC maps, "
-           "and `pip install git+https://github.com/oxwhirl/smac.git`); see the README's StarCraft "
-           "section. --env-config=skirmish runs the same maps without StarCraft II")
+INSTALL = (
+    "install it with `bash install_sc2.sh` (StarCraft II 4.10 into $SC2PATH, the SMAC maps, "
+    "and `pip install git+https://github.com/oxwhirl/smac.git`); see the README's StarCraft "
+    "section. --env-config=skirmish runs the same maps without StarCraft II"
+)
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 
 
@@ -25,9 +28,11 @@ def load_smac():
             importlib.import_module("smac")
         except ImportError:
             raise ConfigError(f"--env-config=sc2 needs SMAC, which is not installed: {INSTALL}") from None
-        raise ConfigError("the installed package `smac` is SMAC3 (a hyperparameter optimiser), not "
-                          "the StarCraft Multi-Agent Challenge: `pip uninstall smac`, then "
-                          f"{INSTALL}") from None
+        raise ConfigError(
+            "the installed package `smac` is SMAC3 (a hyperparameter optimiser), not "
+            "the StarCraft Multi-Agent Challenge: `pip uninstall smac`, then "
+            f"{INSTALL}"
+        ) from None
     return module.StarCraft2Env
 
 
@@ -82,7 +87,7 @@ class StarCraft2Env:
                 {"name": "move", "count": 1, "dim": env.get_obs_move_feats_size()},
                 {"name": "enemies", "count": n_en, "dim": en_dim},
                 {"name": "allies", "count": n_al, "dim": al_dim},
-                {"name": "own", "count": 1, "dim": env.get_obs_own_feats_size()}]
+                {"name": "own", "count": 1, "dim": env.get_obs_own_feats_size()},
+            ]
             info["action_entities"] = {"group": "enemies", "first_action": env.n_actions_no_attack}
         return info
-

@@ -12,6 +12,7 @@ them instead of lists of learner names:
     mixer          "none", "optional" or "required"
     on_policy      trains on the episodes just collected instead of a replay buffer
 """
+
 import copy
 
 import torch
@@ -57,8 +58,7 @@ class Learner:
         """-> rewards [B, T, 1 or N] (standardised if asked), terminated [B, T, 1] (time-limit cuts
         bootstrapped or not, as configured) and the valid-step mask [B, T, 1]."""
         rewards = batch["reward"][:, :-1]
-        terminated = bootstrap_terminated(batch, self.args.episode_limit,
-                                          self.args.time_limit_bootstrap)
+        terminated = bootstrap_terminated(batch, self.args.episode_limit, self.args.time_limit_bootstrap)
         mask = valid_mask(batch)
         if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
             rewards = self.reward_rms.standardise(rewards, mask)
@@ -110,8 +110,10 @@ class Learner:
         return self
 
     def state_dict(self):
-        state = {"last_target_update_episode": self.last_target_update_episode,
-                 "train_steps": self.train_steps}
+        state = {
+            "last_target_update_episode": self.last_target_update_episode,
+            "train_steps": self.train_steps,
+        }
         for name, (online, target) in self._networks.items():
             state[name] = online.state_dict()
             state[f"target_{name}"] = target.state_dict()

@@ -27,8 +27,9 @@ class MADDPGLearner(Learner):
         self.actor_params = list(mac.parameters())
         self.critic_params = list(self.critic.parameters())
         self.actor_optimiser = self.add_optimiser("actor_optimiser", self.actor_params)
-        self.critic_optimiser = self.add_optimiser("critic_optimiser", self.critic_params,
-                                                   lr=args.critic_lr or args.lr)
+        self.critic_optimiser = self.add_optimiser(
+            "critic_optimiser", self.critic_params, lr=args.critic_lr or args.lr
+        )
         self._eye = None
 
     def _joint(self, actions):
@@ -54,16 +55,22 @@ class MADDPGLearner(Learner):
         with torch.no_grad():
             target_out = self.target_mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
             next_actions = self.mac.policy_actions(target_out[:, 1:], avail[:, 1:], sample=False)
-            next_q = self.target_critic(self.critic.build_inputs(
-                state[:, 1:], self._joint(next_actions), None if obs is None else obs[:, 1:]))
+            next_q = self.target_critic(
+                self.critic.build_inputs(
+                    state[:, 1:], self._joint(next_actions), None if obs is None else obs[:, 1:]
+                )
+            )
             targets = rewards + args.gamma * (1 - terminated) * next_q  # [B, T, N]
 
-        q_taken = self.critic(self.critic.build_inputs(
-            state[:, :-1], self._joint(actions[:, :-1]), None if obs is None else obs[:, :-1]))
+        q_taken = self.critic(
+            self.critic.build_inputs(
+                state[:, :-1], self._joint(actions[:, :-1]), None if obs is None else obs[:, :-1]
+            )
+        )
         mask_n = mask.expand_as(q_taken)
         n_valid = mask_n.sum()
         td_error = (q_taken - targets) * mask_n
-        critic_loss = (td_error ** 2).sum() / n_valid
+        critic_loss = (td_error**2).sum() / n_valid
         critic_grad_norm = self.step(self.critic_optimiser, critic_loss, self.critic.clip_grad_norm_)
 
         # --- actors ---
@@ -80,21 +87,29 @@ class MADDPGLearner(Learner):
         joint = others * (1 - self._eye) + policy.unsqueeze(2) * self._eye
         b, t = out.shape[:2]
         self.critic.requires_grad_(False)  # the actor loss steps the actors only
-        q_policy = self.critic(self.critic.build_inputs(
-            state[:, :-1], joint.reshape(b, t, n, -1), None if obs is None else obs[:, :-1]))
+        q_policy = self.critic(
+            self.critic.build_inputs(
+                state[:, :-1], joint.reshape(b, t, n, -1), None if obs is None else obs[:, :-1]
+            )
+        )
         self.critic.requires_grad_(True)
         pre = out if self.mac.continuous else out.masked_fill(avail[:, :-1] == 0, 0.0)
-        reg = ((pre ** 2).mean(dim=-1) * mask_n).sum() / n_valid
+        reg = ((pre**2).mean(dim=-1) * mask_n).sum() / n_valid
         actor_loss = -(q_policy * mask_n).sum() / n_valid + args.actor_reg * reg
         actor_grad_norm = self.step(self.actor_optimiser, actor_loss, self._clip_actors)
         self.finish_update(episode_num)
 
         if self.log_due(t_env):
-            self.log(t_env, critic_loss=critic_loss, actor_loss=actor_loss,
-                     critic_grad_norm=critic_grad_norm, actor_grad_norm=actor_grad_norm,
-                     td_error_abs=td_error.abs().sum() / n_valid,
-                     q_taken_mean=(q_taken * mask_n).sum() / n_valid,
-                     target_mean=(targets * mask_n).sum() / n_valid)
+            self.log(
+                t_env,
+                critic_loss=critic_loss,
+                actor_loss=actor_loss,
+                critic_grad_norm=critic_grad_norm,
+                actor_grad_norm=actor_grad_norm,
+                td_error_abs=td_error.abs().sum() / n_valid,
+                q_taken_mean=(q_taken * mask_n).sum() / n_valid,
+                target_mean=(targets * mask_n).sum() / n_valid,
+            )
 
     def _clip_actors(self, max_norm):
         # Separate actors are clipped separately, like separate learners; a shared one as a whole.

@@ -34,8 +34,9 @@ class QDivideLearner(QLearner):
         self.mixer_params = list(self.mixer.parameters())
         self.q_optimiser = self.add_optimiser("q_optimiser", self.agent_params)
         # VDN has no parameters: nothing to optimise, and rho is exactly 1.
-        self.mixer_optimiser = (self.add_optimiser("mixer_optimiser", self.mixer_params)
-                                if self.mixer_params else None)
+        self.mixer_optimiser = (
+            self.add_optimiser("mixer_optimiser", self.mixer_params) if self.mixer_params else None
+        )
 
     def train(self, batch, t_env, episode_num):
         args = self.args
@@ -56,8 +57,9 @@ class QDivideLearner(QLearner):
         mixer_loss.backward()  # stepped below, once rho is read from the input gradients
         g_tot, g_i = q_tot.grad, q_leaf.grad  # [B, T, 1], [B, T, N]
         nonzero = g_tot != 0
-        rho = torch.where(nonzero, g_i / torch.where(nonzero, g_tot, torch.ones_like(g_tot)),
-                          torch.zeros_like(g_i)).clamp(-10.0, 10.0)
+        rho = torch.where(
+            nonzero, g_i / torch.where(nonzero, g_tot, torch.ones_like(g_tot)), torch.zeros_like(g_i)
+        ).clamp(-10.0, 10.0)
         if self.mixer_optimiser is not None:
             mixer_grad_norm = torch.nn.utils.clip_grad_norm_(self.mixer_params, args.grad_norm_clip)
             self.mixer_optimiser.step()
@@ -76,25 +78,45 @@ class QDivideLearner(QLearner):
         delta_i = (q_taken - targets_i) * indi_mask
         with torch.no_grad():
             ratio = selected_ratio(args, t_env)
-            weights = selection_weights(delta_i.detach().abs(), indi_mask, args.selected, ratio,
-                                        args.selected_alpha, args.selected_epsilon,
-                                        per_beta(args, t_env))
+            weights = selection_weights(
+                delta_i.detach().abs(),
+                indi_mask,
+                args.selected,
+                ratio,
+                args.selected_alpha,
+                args.selected_epsilon,
+                per_beta(args, t_env),
+            )
         n_valid = indi_mask.sum()
-        q_loss = (delta_i ** 2 * weights).sum() / n_valid
+        q_loss = (delta_i**2 * weights).sum() / n_valid
         q_grad_norm = self.step(self.q_optimiser, q_loss, self.agent_params)
         self.finish_update(episode_num)
         # The last update's decomposition, for inspection and tests (references, no copies).
-        self.last = dict(rho=rho, delta_tot=delta_tot, reward_i=reward_i, delta_i=delta_i.detach(),
-                         indi_mask=indi_mask, weights=weights, q_taken=q_taken.detach(),
-                         q_next=q_next, mixer_loss=mixer_loss.detach(), q_loss=q_loss.detach())
+        self.last = dict(
+            rho=rho,
+            delta_tot=delta_tot,
+            reward_i=reward_i,
+            delta_i=delta_i.detach(),
+            indi_mask=indi_mask,
+            weights=weights,
+            q_taken=q_taken.detach(),
+            q_next=q_next,
+            mixer_loss=mixer_loss.detach(),
+            q_loss=q_loss.detach(),
+        )
 
         if self.log_due(t_env):
-            self.log(t_env, selected_ratio=ratio, mixer_loss=mixer_loss,
-                     mixer_grad_norm=mixer_grad_norm,
-                     mixer_td_error_abs=(delta_tot * mask).abs().sum() / n_valid_team,
-                     mixer_target_mean=(team_targets * mask).sum() / n_valid_team,
-                     q_loss=q_loss, q_grad_norm=q_grad_norm,
-                     q_td_error_abs=delta_i.abs().sum() / n_valid,
-                     q_taken_mean=(q_taken * indi_mask).sum() / n_valid,
-                     reward_i_mean=(reward_i * indi_mask).sum() / n_valid,
-                     q_selected_weight_mean=(weights * indi_mask).sum() / n_valid)
+            self.log(
+                t_env,
+                selected_ratio=ratio,
+                mixer_loss=mixer_loss,
+                mixer_grad_norm=mixer_grad_norm,
+                mixer_td_error_abs=(delta_tot * mask).abs().sum() / n_valid_team,
+                mixer_target_mean=(team_targets * mask).sum() / n_valid_team,
+                q_loss=q_loss,
+                q_grad_norm=q_grad_norm,
+                q_td_error_abs=delta_i.abs().sum() / n_valid,
+                q_taken_mean=(q_taken * indi_mask).sum() / n_valid,
+                reward_i_mean=(reward_i * indi_mask).sum() / n_valid,
+                q_selected_weight_mean=(weights * indi_mask).sum() / n_valid,
+            )

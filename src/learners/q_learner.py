@@ -38,12 +38,12 @@ class QLearner(Learner):
         q_taken = torch.gather(mac_out[:, :-1], 3, actions).squeeze(3)  # [B, T, N]
         with torch.no_grad():
             target_out = self.target_mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
-            q_next = bootstrap_values(mac_out.detach(), target_out, batch["avail_actions"],
-                                      args.double_q)  # [B, T+1, N]
+            q_next = bootstrap_values(
+                mac_out.detach(), target_out, batch["avail_actions"], args.double_q
+            )  # [B, T+1, N]
             values = q_next if self.mixer is None else self.target_mixer(q_next, batch["state"])
             if args.td_lambda > 0:
-                targets = lambda_returns(rewards, terminated, mask, values, args.gamma,
-                                         args.td_lambda)
+                targets = lambda_returns(rewards, terminated, mask, values, args.gamma, args.td_lambda)
             else:
                 targets = rewards + args.gamma * (1 - terminated) * values[:, 1:]
         return rewards, terminated, mask, q_taken, q_next, targets
@@ -56,13 +56,17 @@ class QLearner(Learner):
         td_error = chosen_action_qvals - targets
         mask = mask.expand_as(td_error)
         masked_td_error = td_error * mask
-        loss = (masked_td_error ** 2).sum() / mask.sum()
+        loss = (masked_td_error**2).sum() / mask.sum()
         grad_norm = self.step(self.optimiser, loss, self.params)
         self.finish_update(episode_num)
 
         if self.log_due(t_env):
             n = mask.sum()
-            self.log(t_env, loss=loss, grad_norm=grad_norm,
-                     td_error_abs=masked_td_error.abs().sum() / n,
-                     q_taken_mean=(chosen_action_qvals * mask).sum() / n,
-                     target_mean=(targets * mask).sum() / n)
+            self.log(
+                t_env,
+                loss=loss,
+                grad_norm=grad_norm,
+                td_error_abs=masked_td_error.abs().sum() / n,
+                q_taken_mean=(chosen_action_qvals * mask).sum() / n,
+                target_mean=(targets * mask).sum() / n,
+            )

@@ -2,6 +2,7 @@
 
 Every mode is vectorised (no Python loop over samples) and creates tensors on the input's device.
 """
+
 import torch
 
 MODES = ("all", "greedy", "greedy_weight", "PER", "PER_hard", "PER_weight")
@@ -15,8 +16,10 @@ def selected_ratio(args, t_env):
     progress = t_env / args.t_max if args.t_max > 0 else 1.0
     if args.warm_up_ratio <= 0 or progress > args.warm_up_ratio:
         return args.selected_ratio_end
-    return args.selected_ratio_start + (args.selected_ratio_end - args.selected_ratio_start) \
-        * progress / args.warm_up_ratio
+    return (
+        args.selected_ratio_start
+        + (args.selected_ratio_end - args.selected_ratio_start) * progress / args.warm_up_ratio
+    )
 
 
 def per_beta(args, t_env):

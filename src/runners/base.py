@@ -9,8 +9,11 @@ from components.episode_buffer import EpisodeBatch
 def env_data(env):
     """What the runners write before each transition."""
     # SMAC-style envs return lists; one array each keeps the batch writes on the fast path
-    return {"state": np.asarray(env.get_state()), "avail_actions": np.asarray(env.get_avail_actions()),
-            "obs": np.asarray(env.get_obs())}
+    return {
+        "state": np.asarray(env.get_state()),
+        "avail_actions": np.asarray(env.get_avail_actions()),
+        "obs": np.asarray(env.get_obs()),
+    }
 
 
 class RunnerBase:
@@ -26,9 +29,15 @@ class RunnerBase:
         self.log_train_stats_t = -1000000
 
     def setup(self, scheme, groups, preprocess, mac):
-        self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size,
-                                 self.episode_limit + 1, preprocess=preprocess,
-                                 device=self.args.device)
+        self.new_batch = partial(
+            EpisodeBatch,
+            scheme,
+            groups,
+            self.batch_size,
+            self.episode_limit + 1,
+            preprocess=preprocess,
+            device=self.args.device,
+        )
         self.mac = mac
 
     def start_episode(self, batch):

@@ -37,12 +37,16 @@ class EpisodeRunner(RunnerBase):
             actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
             reward, terminated, env_info = self.env.step(actions[0].cpu().numpy())
             episode_return = episode_return + np.asarray(reward, dtype=np.float64)
-            batch.update({
-                "actions": actions,
-                "reward": np.asarray(reward, dtype=np.float32).reshape(1, -1),
-                "terminated": [[terminated and not env_info.get("episode_limit", False)]],
-                "indi_terminated": np.asarray(self.env.get_indi_terminated())[None],
-            }, ts=self.t, mark_filled=False)
+            batch.update(
+                {
+                    "actions": actions,
+                    "reward": np.asarray(reward, dtype=np.float32).reshape(1, -1),
+                    "terminated": [[terminated and not env_info.get("episode_limit", False)]],
+                    "indi_terminated": np.asarray(self.env.get_indi_terminated())[None],
+                },
+                ts=self.t,
+                mark_filled=False,
+            )
             self.t += 1
 
         # Final observation, and one more action so `actions` is defined at T_ep.
@@ -52,7 +56,11 @@ class EpisodeRunner(RunnerBase):
 
         if not test_mode:
             self.t_env += self.t
-        self.record_episode(episode_return.tolist() if np.ndim(episode_return) else float(episode_return),
-                            self.t, env_info, test_mode)
+        self.record_episode(
+            episode_return.tolist() if np.ndim(episode_return) else float(episode_return),
+            self.t,
+            env_info,
+            test_mode,
+        )
         self.maybe_log(test_mode, getattr(self.mac.action_selector, "epsilon", None))
         return batch

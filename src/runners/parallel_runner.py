@@ -47,8 +47,12 @@ def env_worker(remote, env_name, env_args, parent_pid=None):
             if cmd == "step":
                 reward, terminated, info = env.step(data)
                 out = env_data(env)
-                out.update(reward=reward, terminated=terminated, info=info,
-                           indi_terminated=np.asarray(env.get_indi_terminated()))
+                out.update(
+                    reward=reward,
+                    terminated=terminated,
+                    info=info,
+                    indi_terminated=np.asarray(env.get_indi_terminated()),
+                )
                 remote.send(("ok", out))
             elif cmd == "reset":
                 env.reset()
@@ -91,8 +95,7 @@ class ParallelRunner(RunnerBase):
             if base_seed is not None:
                 env_args["seed"] = base_seed + i
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=env_worker, args=(child, args.env, env_args, os.getpid()),
-                            daemon=True)
+            p = ctx.Process(target=env_worker, args=(child, args.env, env_args, os.getpid()), daemon=True)
             p.start()
             child.close()  # so that a dead worker shows as EOF, not a hang
             self.parent_conns.append(parent)
@@ -112,8 +115,7 @@ class ParallelRunner(RunnerBase):
             status, data = conn.recv()
         except (EOFError, ConnectionResetError):
             p.join(timeout=1.0)
-            raise EnvWorkerError(f"env worker {i} (pid {p.pid}) died with exit code "
-                                 f"{p.exitcode}") from None
+            raise EnvWorkerError(f"env worker {i} (pid {p.pid}) died with exit code {p.exitcode}") from None
         if status == "error":
             raise EnvWorkerError(f"env worker {i} failed:\n{data}")
         return data
@@ -122,8 +124,9 @@ class ParallelRunner(RunnerBase):
         try:
             self.parent_conns[i].send((cmd, data))
         except (BrokenPipeError, OSError):
-            raise EnvWorkerError(f"env worker {i} (pid {self.ps[i].pid}) is gone "
-                                 f"(exit code {self.ps[i].exitcode})") from None
+            raise EnvWorkerError(
+                f"env worker {i} (pid {self.ps[i].pid}) is gone (exit code {self.ps[i].exitcode})"
+            ) from None
 
     def _call(self, i, cmd, data=None):
         self._send(i, cmd, data)
@@ -173,8 +176,9 @@ class ParallelRunner(RunnerBase):
         final_infos = [{} for _ in range(n)]
 
         while True:
-            actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, bs=active,
-                                              test_mode=test_mode)
+            actions = self.mac.select_actions(
+                batch, t_ep=self.t, t_env=self.t_env, bs=active, test_mode=test_mode
+            )
             batch.update({"actions": actions}, bs=active, ts=self.t, mark_filled=False)
             actions = actions.cpu().numpy()
             stepped = [i for i in active if not terminated[i]]
@@ -198,14 +202,18 @@ class ParallelRunner(RunnerBase):
                 post["indi_terminated"].append(r["indi_terminated"])
             batch.update(post, bs=active, ts=self.t, mark_filled=False)
             self.t += 1
-            batch.update({k: np.stack([r[k] for r in replies])
-                          for k in ("state", "avail_actions", "obs")}, bs=active, ts=self.t)
+            batch.update(
+                {k: np.stack([r[k] for r in replies]) for k in ("state", "avail_actions", "obs")},
+                bs=active,
+                ts=self.t,
+            )
 
         if not test_mode:
             self.t_env += sum(episode_lengths)
         for i in range(n):
             ret = episode_returns[i]
-            self.record_episode(ret.tolist() if np.ndim(ret) else float(ret), episode_lengths[i],
-                                final_infos[i], test_mode)
+            self.record_episode(
+                ret.tolist() if np.ndim(ret) else float(ret), episode_lengths[i], final_infos[i], test_mode
+            )
         self.maybe_log(test_mode, getattr(self.mac.action_selector, "epsilon", None))
         return batch

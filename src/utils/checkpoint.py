@@ -1,4 +1,5 @@
 """Checkpoints: <root>/<t_env>/{learner.th, meta.json}, written atomically."""
+
 import io
 import json
 import os
@@ -29,8 +30,10 @@ def save_checkpoint(root, t_env, learner, meta):
         # the file, not torch's zip writer's "enforce fail ... unexpected pos".
         buf = io.BytesIO()
         torch.save(learner.state_dict(), buf)
-        for name, data in (("learner.th", buf.getbuffer()),
-                           ("meta.json", json.dumps(dict(meta, t_env=t_env), indent=2).encode())):
+        for name, data in (
+            ("learner.th", buf.getbuffer()),
+            ("meta.json", json.dumps(dict(meta, t_env=t_env), indent=2).encode()),
+        ):
             path = os.path.join(tmp, name)
             try:
                 with open(path, "wb") as f:
@@ -52,8 +55,11 @@ def find_checkpoint(path, load_step=0):
     """The step folder under `path` (itself, or the step closest to load_step; 0 = the latest)."""
     if os.path.isfile(os.path.join(path, "learner.th")):
         return path
-    steps = [int(d) for d in os.listdir(path)
-             if d.isdigit() and os.path.isfile(os.path.join(path, d, "learner.th"))]
+    steps = [
+        int(d)
+        for d in os.listdir(path)
+        if d.isdigit() and os.path.isfile(os.path.join(path, d, "learner.th"))
+    ]
     if not steps:
         raise ConfigError(f"checkpoint_path={path!r} holds no saved models (no <t_env>/learner.th)")
     step = max(steps) if load_step == 0 else min(steps, key=lambda s: abs(s - load_step))
@@ -69,8 +75,9 @@ def check_checkpoint(path, load_step=0):
         with open(meta_path) as f:
             meta = json.load(f)
     except FileNotFoundError:
-        raise ConfigError(f"checkpoint {folder!r} has no meta.json; it was not written by a "
-                          f"completed save") from None
+        raise ConfigError(
+            f"checkpoint {folder!r} has no meta.json; it was not written by a completed save"
+        ) from None
     except (OSError, ValueError) as e:
         raise ConfigError(f"checkpoint {meta_path!r} cannot be read: {e}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("t_env"), int):
@@ -88,8 +95,7 @@ def check_checkpoint(path, load_step=0):
 
 def load_checkpoint(folder, learner, device):
     try:
-        state = torch.load(os.path.join(folder, "learner.th"), map_location=device,
-                           weights_only=True)
+        state = torch.load(os.path.join(folder, "learner.th"), map_location=device, weights_only=True)
     except Exception as e:  # torch raises many types for damaged files
         first = (str(e).strip().splitlines() or [""])[0]
         raise ConfigError(f"checkpoint {folder!r}: learner.th cannot be loaded: {first}") from None
@@ -97,7 +103,9 @@ def load_checkpoint(folder, learner, device):
         learner.load_state_dict(state)
     except (RuntimeError, KeyError) as e:  # other networks: a changed agent, hidden_dim, policy_ensemble...
         first = str(e).strip().splitlines()[0]
-        raise ConfigError(f"checkpoint {folder!r} does not fit this run's networks; load it with the "
-                          f"settings it was saved with (see its run's config.json): {first}") from None
+        raise ConfigError(
+            f"checkpoint {folder!r} does not fit this run's networks; load it with the "
+            f"settings it was saved with (see its run's config.json): {first}"
+        ) from None
     with open(os.path.join(folder, "meta.json")) as f:
         return json.load(f)

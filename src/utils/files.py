@@ -1,5 +1,6 @@
 """Files that survive faults: writes that cannot truncate what is there, full-disk errors in
 one line, and Sacred records left RUNNING by a process that died told apart."""
+
 import errno
 import os
 import socket

@@ -51,6 +51,7 @@ class Logger:
 
     def setup_tb(self, directory):
         from torch.utils.tensorboard import SummaryWriter
+
         self.tb_writer = SummaryWriter(log_dir=directory)
 
     def log_stat(self, key, value, t):
@@ -70,7 +71,7 @@ class Logger:
             vals = [v for _, v in self.stats[k][-window:]]
             row.append(f"{k}: {np.mean(vals):.4f}")
         for i in range(0, len(row), 4):
-            lines.append("  " + " | ".join(row[i:i + 4]))
+            lines.append("  " + " | ".join(row[i : i + 4]))
         self.console_logger.info("\n".join(lines))
 
     def close(self):
@@ -90,8 +91,10 @@ class Progress:
         elapsed = time.time() - self.start_time
         rate = (t_env - self.t_start) / elapsed if elapsed > 0 else 0.0
         left = (self.t_max - t_env) / rate if rate > 0 else float("inf")
-        return (f"t_env {t_env} / {self.t_max} | episode {episode} | elapsed {fmt_time(elapsed)} | "
-                f"{rate:.0f} steps/s | left {fmt_time(left)}")
+        return (
+            f"t_env {t_env} / {self.t_max} | episode {episode} | elapsed {fmt_time(elapsed)} | "
+            f"{rate:.0f} steps/s | left {fmt_time(left)}"
+        )
 
 
 def fmt_time(seconds):

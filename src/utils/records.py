@@ -1,4 +1,5 @@
 """Sacred's file observer, made to survive faults (see RecordObserver)."""
+
 import json
 import os
 
@@ -31,7 +32,7 @@ class RecordObserver(FileStorageObserver):
 
     def save_cout(self):
         path = os.path.join(self.dir, "cout.txt")
-        text = self.cout[self.cout_write_cursor:].encode("utf-8")
+        text = self.cout[self.cout_write_cursor :].encode("utf-8")
         if not text and os.path.exists(path):
             return
         size = os.path.getsize(path) if os.path.exists(path) else 0
@@ -51,8 +52,7 @@ class RecordObserver(FileStorageObserver):
     def started_event(self, ex_info, command, host_info, start_time, config, meta_info, _id):
         self.metrics = {}
         host_info = dict(host_info, pid=os.getpid())
-        return super().started_event(ex_info, command, host_info, start_time, config, meta_info,
-                                     _id)
+        return super().started_event(ex_info, command, host_info, start_time, config, meta_info, _id)
 
     def log_metrics(self, metrics_by_name, info):
         for name, new in metrics_by_name.items():

@@ -26,8 +26,11 @@ def unknown_name_message(kind, name, choices, where=None):
         return msg + (f" (did you mean '{guess}'?)" if guess is not None else "")
     guesses = closest_few(name, choices)
     msg = f"unknown {kind} '{name}'; " + (f"did you mean {', '.join(guesses)}? " if guesses else "")
-    return msg + f"({len(choices)} valid choices" + (f", listed in {where})" if where else
-                                                     f": {', '.join(choices[:3])}, ...)")
+    return (
+        msg
+        + f"({len(choices)} valid choices"
+        + (f", listed in {where})" if where else f": {', '.join(choices[:3])}, ...)")
+    )
 
 
 class Registry(dict):
@@ -46,4 +49,5 @@ class Registry(dict):
         def deco(obj):
             self[name] = obj
             return obj
+
         return deco

@@ -3,6 +3,7 @@
 One row per (run, metric, t_env): run folder, run id, status, every config value (nested keys
 flattened with dots, e.g. env_args.map_name), metric, t_env, value.
 """
+
 import json
 import os
 import warnings

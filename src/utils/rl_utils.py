@@ -21,7 +21,7 @@ class RunningMeanStd:
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
-        m2 = self.var * self.count + batch_var * batch_count + delta ** 2 * self.count * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
         self.var = m2 / total
         self.count = total  # a 0-d tensor: no host sync in the training step
 
@@ -100,8 +100,7 @@ def make_optimiser(params, args, lr=None):
     lr = args.lr if lr is None else lr
     if args.optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, eps=args.optim_eps, fused=True)
-    return torch.optim.RMSprop(params, lr=lr, alpha=args.optim_alpha, eps=args.optim_eps,
-                               foreach=True)
+    return torch.optim.RMSprop(params, lr=lr, alpha=args.optim_alpha, eps=args.optim_eps, foreach=True)
 
 
 def gumbel_noise(like):

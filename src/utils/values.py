@@ -1,10 +1,12 @@
 """Typed values from the command line and YAML files."""
+
 from utils.errors import ConfigError
 
 
 def type_name(v):
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list",
-            dict: "mapping"}.get(type(v), type(v).__name__)
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "mapping"}.get(
+        type(v), type(v).__name__
+    )
 
 
 def coerce(key, value, basis):
@@ -35,8 +37,10 @@ def coerce(key, value, basis):
     elif isinstance(basis, dict):
         if isinstance(value, dict):
             return value
-    raise ConfigError(f"{key}={value!r} has the wrong type: expected {type_name(basis)} "
-                      f"(default {basis!r}), got {type_name(value)}")
+    raise ConfigError(
+        f"{key}={value!r} has the wrong type: expected {type_name(basis)} "
+        f"(default {basis!r}), got {type_name(value)}"
+    )
 
 
 def _as_number(value):

@@ -9,6 +9,7 @@ heal, Baneling bursts on contact and on death, Colossus beams, per-hit shields a
 cooldown variation (attack_jitter), paths around walls (terrain.py). Approximate: collisions are
 pairwise pushes, not SC2's; acquisition radii and the jitter's range are calibrated guesses.
 """
+
 import enum
 import math
 
@@ -25,8 +26,8 @@ SIGHT, SHOOT = 9.0, 6.0
 RESET_LOOPS = 2  # SMAC observes two game loops after restarting a battle
 ALLY_TYPE_BASE = 1970  # SMAC's allied "_RL" units have their own consecutive type ids
 MEDIVAC_RL_SPEED = 2.75  # the MMM maps' allied Medivac copy
-HYDRALISK_RL_HP = 80.0   # 6h_vs_8z's allied Hydralisks
-JITTER_LOOPS = (-1, 2)   # SC2 varies each cooldown by a whole number of loops in this range
+HYDRALISK_RL_HP = 80.0  # 6h_vs_8z's allied Hydralisks
+JITTER_LOOPS = (-1, 2)  # SC2 varies each cooldown by a whole number of loops in this range
 
 
 class Direction(enum.IntEnum):
@@ -37,14 +38,38 @@ class Direction(enum.IntEnum):
 
 
 SMAC_DEFAULTS = dict(
-    map_name="8m", step_mul=8, move_amount=2, difficulty="7", game_version=None, seed=None,
-    continuing_episode=False, obs_all_health=True, obs_own_health=True, obs_last_action=False,
-    obs_pathing_grid=False, obs_terrain_height=False, obs_instead_of_state=False,
-    obs_timestep_number=False, state_last_action=True, state_timestep_number=False,
-    reward_sparse=False, reward_only_positive=True, reward_death_value=10, reward_win=200,
-    reward_defeat=0, reward_negative_scale=0.5, reward_scale=True, reward_scale_rate=20,
-    replay_dir="", replay_prefix="", window_size_x=1920, window_size_y=1200, heuristic_ai=False,
-    heuristic_rest=False, debug=False)
+    map_name="8m",
+    step_mul=8,
+    move_amount=2,
+    difficulty="7",
+    game_version=None,
+    seed=None,
+    continuing_episode=False,
+    obs_all_health=True,
+    obs_own_health=True,
+    obs_last_action=False,
+    obs_pathing_grid=False,
+    obs_terrain_height=False,
+    obs_instead_of_state=False,
+    obs_timestep_number=False,
+    state_last_action=True,
+    state_timestep_number=False,
+    reward_sparse=False,
+    reward_only_positive=True,
+    reward_death_value=10,
+    reward_win=200,
+    reward_defeat=0,
+    reward_negative_scale=0.5,
+    reward_scale=True,
+    reward_scale_rate=20,
+    replay_dir="",
+    replay_prefix="",
+    window_size_x=1920,
+    window_size_y=1200,
+    heuristic_ai=False,
+    heuristic_rest=False,
+    debug=False,
+)
 # simulator options beyond SMAC's signature
 # attack_jitter: SC2's random cooldown variation (False: deterministic);
 # builtin_agents: the agents play SC2's default unit behaviour too, mirroring the enemies' order
@@ -58,12 +83,16 @@ WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 def validate_env_args(env_args):
     name = env_args.get("map_name", SMAC_DEFAULTS["map_name"])
     if name not in MAPS:
-        raise ConfigError(unknown_name_message("env_args.map_name", name, sorted(MAPS),
-                                               where="config/envs/skirmish.yaml"))
+        raise ConfigError(
+            unknown_name_message("env_args.map_name", name, sorted(MAPS), where="config/envs/skirmish.yaml")
+        )
     for k in env_args:
         if k not in SMAC_DEFAULTS and k not in SIM_DEFAULTS and k not in WRAPPER_KEYS:
-            raise ConfigError(unknown_name_message("env_args key for skirmish", k,
-                                                   sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS})))
+            raise ConfigError(
+                unknown_name_message(
+                    "env_args key for skirmish", k, sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS})
+                )
+            )
     for k in UNSUPPORTED:
         if env_args.get(k):
             raise ConfigError(f"env_args.{k}=True is not supported by skirmish yet; set it to False")
@@ -79,16 +108,15 @@ def validate_env_args(env_args):
             continue
         basis = default if isinstance(default, (bool, str)) else 0.0
         coerce(f"env_args.{k}", env_args[k], basis)
-    for k, low in (("move_amount", 0), ("reward_scale_rate", 0), ("window_size_x", 0),
-                   ("window_size_y", 0)):
+    for k, low in (("move_amount", 0), ("reward_scale_rate", 0), ("window_size_x", 0), ("window_size_y", 0)):
         if k in env_args and not float(env_args[k]) > low:
             raise ConfigError(f"env_args.{k}={env_args[k]!r} must be positive")
     if float(env_args.get("reward_negative_scale", 0.5)) < 0:
-        raise ConfigError(f"env_args.reward_negative_scale={env_args['reward_negative_scale']!r} "
-                          "must not be negative")
+        raise ConfigError(
+            f"env_args.reward_negative_scale={env_args['reward_negative_scale']!r} must not be negative"
+        )
     if str(env_args.get("difficulty", "7")) not in DIFFICULTIES:
-        raise ConfigError(unknown_name_message("env_args.difficulty", env_args["difficulty"],
-                                               DIFFICULTIES))
+        raise ConfigError(unknown_name_message("env_args.difficulty", env_args["difficulty"], DIFFICULTIES))
     seed = env_args.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"env_args.seed={seed!r} must be a non-negative integer or null")
@@ -151,7 +179,9 @@ def _creation(m, name, team):
     if team == 0 and "agents_each" in groups:
         return list(zip(kinds, groups["agents_each"], strict=True))
     if key in groups:  # one point per unit type, in the order the types are listed
-        points = dict(zip([u for u, _ in (m["agents"] if team == 0 else m["enemies"])], groups[key], strict=True))
+        points = dict(
+            zip([u for u, _ in (m["agents"] if team == 0 else m["enemies"])], groups[key], strict=True)
+        )
         return [(k, points[k]) for k in kinds]
     return [(k, m["agent_at"] if team == 0 else m["enemy_at"]) for k in kinds]
 
@@ -207,8 +237,10 @@ class SkirmishEnv(MultiAgentEnv):
         self.ally_type = np.array([type_index(self.map_type, k, False) for k in ally_kinds])
         self.enemy_type = np.array([type_index(self.map_type, k, True) for k in enemy_kinds])
         # SMAC's unit type ids: consecutive "_RL" ids for agents, SC2's own for enemies
-        self.unit_types = np.array([ALLY_TYPE_BASE + t for t in self.ally_type]
-                                   + [UNITS[k]["sc2"] for k in enemy_kinds], dtype=np.int64)
+        self.unit_types = np.array(
+            [ALLY_TYPE_BASE + t for t in self.ally_type] + [UNITS[k]["sc2"] for k in enemy_kinds],
+            dtype=np.int64,
+        )
         self._init_type_ids()
         self._flt, self._ints = self._unit_tables(col)
         self._spawn = self._spawn_positions(ally_created, enemy_created)
@@ -220,41 +252,66 @@ class SkirmishEnv(MultiAgentEnv):
         if point is not None and self._goal_segment is None:
             self._goals[1] = point
             self._goals[0] = 32.0 - np.asarray(point)  # built-in agents mirror the enemies' order
-        self.max_reward = (self.n_enemies * self.reward_death_value + self.reward_win
-                           + float((self.hp_max + self.sh_max)[na:].sum()))
+        self.max_reward = (
+            self.n_enemies * self.reward_death_value
+            + self.reward_win
+            + float((self.hp_max + self.sh_max)[na:].sum())
+        )
         self.rng = np.random.default_rng(self._seed)
         self.battles_won = self.battles_game = self.timeouts = self.force_restarts = 0
         self._episode_count = self._total_steps = self._episode_steps = 0
         self.reward = 0
         self.last_action = np.zeros((na, self.n_actions), dtype=np.float32)
-        self.ally_state_attr_names = (["health", "energy/cooldown", "rel_x", "rel_y"]
-                                      + ["shield"] * self.shield_bits_ally
-                                      + [f"type_{i}" for i in range(self.unit_type_bits)])
-        self.enemy_state_attr_names = (["health", "rel_x", "rel_y"] + ["shield"] * self.shield_bits_enemy
-                                       + [f"type_{i}" for i in range(self.unit_type_bits)])
+        self.ally_state_attr_names = (
+            ["health", "energy/cooldown", "rel_x", "rel_y"]
+            + ["shield"] * self.shield_bits_ally
+            + [f"type_{i}" for i in range(self.unit_type_bits)]
+        )
+        self.enemy_state_attr_names = (
+            ["health", "rel_x", "rel_y"]
+            + ["shield"] * self.shield_bits_enemy
+            + [f"type_{i}" for i in range(self.unit_type_bits)]
+        )
         self.nf_en = 4 + self.unit_type_bits + (1 + self.shield_bits_enemy if self.obs_all_health else 0)
-        self.nf_al = (4 + self.unit_type_bits + (1 + self.shield_bits_ally if self.obs_all_health else 0)
-                      + (self.n_actions if self.obs_last_action else 0))
-        self.own_feats = (self.unit_type_bits + (1 + self.shield_bits_ally) * self.obs_own_health
-                          + int(self.obs_timestep_number))
+        self.nf_al = (
+            4
+            + self.unit_type_bits
+            + (1 + self.shield_bits_ally if self.obs_all_health else 0)
+            + (self.n_actions if self.obs_last_action else 0)
+        )
+        self.own_feats = (
+            self.unit_type_bits
+            + (1 + self.shield_bits_ally) * self.obs_own_health
+            + int(self.obs_timestep_number)
+        )
         self.obs_size = 4 + self.n_enemies * self.nf_en + (na - 1) * self.nf_al + self.own_feats
         self.nf_al_s = 4 + self.shield_bits_ally + self.unit_type_bits
         self.nf_en_s = 3 + self.shield_bits_enemy + self.unit_type_bits
         self._onehots = {}
         self._trace, self._last_trace = [], []  # positions per step of this / the last episode
         self._probe_dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)[None]
-        self._others = np.array([[j for j in range(na) if j != i] for i in range(na)],
-                                dtype=np.int64).reshape(na, na - 1)
+        self._others = np.array(
+            [[j for j in range(na) if j != i] for i in range(na)], dtype=np.int64
+        ).reshape(na, na - 1)
         self.agents, self.enemies = _Units(self, 0, na), _Units(self, na, self.n_enemies)
         self.reset()
 
     def _init_type_ids(self):
         """SMAC's per-type id attributes (marine_id, medivac_id, ...): 0 where the map has none."""
-        for kind in ("marine", "marauder", "medivac", "stalker", "zealot", "colossus", "hydralisk",
-                     "zergling", "baneling"):
-            ids = [t for k, t in zip(self.kinds[:self.n_agents], self.unit_types, strict=False) if k == kind]
+        for kind in (
+            "marine",
+            "marauder",
+            "medivac",
+            "stalker",
+            "zealot",
+            "colossus",
+            "hydralisk",
+            "zergling",
+            "baneling",
+        ):
+            ids = [t for k, t in zip(self.kinds[: self.n_agents], self.unit_types, strict=False) if k == kind]
             setattr(self, f"{kind}_id", ids[0] if ids else 0)
-        self._min_unit_type = int(self.unit_types[:self.n_agents].min())
+        self._min_unit_type = int(self.unit_types[: self.n_agents].min())
 
     def _unit_tables(self, col):
         flt = np.zeros((self.n, sim.N_FLOAT))
@@ -272,8 +329,11 @@ class SkirmishEnv(MultiAgentEnv):
         ints[:, sim.LIGHT], ints[:, sim.ARMORED], ints[:, sim.BIO] = col("light"), col("armored"), col("bio")
         ints[:, sim.HITS_GROUND], ints[:, sim.HITS_AIR] = col("ground"), col("air")
         ints[:, sim.FLYING], ints[:, sim.REGEN] = col("flying"), col("regen")
-        ints[:, sim.KIND] = np.select([self.is_medivac, self.is_colossus, self.is_baneling],
-                                      [sim.K_MEDIVAC, sim.K_COLOSSUS, sim.K_BANELING], sim.K_PLAIN)
+        ints[:, sim.KIND] = np.select(
+            [self.is_medivac, self.is_colossus, self.is_baneling],
+            [sim.K_MEDIVAC, sim.K_COLOSSUS, sim.K_BANELING],
+            sim.K_PLAIN,
+        )
         # collision classes: ground units, Colossi (they stride over them), air
         ints[:, sim.CLASS] = np.where(self.flying, 2, np.where(self.is_colossus, 1, 0))
         ints[:, sim.SCRIPTED] = (self.team == 1) | self.builtin_agents
@@ -356,11 +416,14 @@ class SkirmishEnv(MultiAgentEnv):
         self._episode_steps += 1
         self._cache = None
 
-        alive_a, alive_e = self.alive[:self.n_agents], self.alive[self.n_agents:]
+        alive_a, alive_e = self.alive[: self.n_agents], self.alive[self.n_agents :]
         code = self._end_code(alive_a, alive_e)
         reward = 0.0 if self.reward_sparse else self._reward()
-        info = {"battle_won": False, "dead_allies": int((~alive_a).sum()),
-                "dead_enemies": int((~alive_e).sum())}
+        info = {
+            "battle_won": False,
+            "dead_allies": int((~alive_a).sum()),
+            "dead_enemies": int((~alive_e).sum()),
+        }
         terminated = False
         if code is not None:
             terminated = True
@@ -416,8 +479,10 @@ class SkirmishEnv(MultiAgentEnv):
         enemy[na:] = True
         d_enemy = (np.where(newly_dead, self.prev_hs, self.prev_hs - hs) * (live & enemy)).sum()
         d_deaths = self.reward_death_value * (newly_dead & enemy).sum()
-        d_ally = self.reward_negative_scale * (np.where(newly_dead, self.prev_hs, self.prev_hs - hs)
-                                               * (live & ~enemy)).sum()
+        d_ally = (
+            self.reward_negative_scale
+            * (np.where(newly_dead, self.prev_hs, self.prev_hs - hs) * (live & ~enemy)).sum()
+        )
         if not self.reward_only_positive:
             d_deaths -= self.reward_death_value * self.reward_negative_scale * (newly_dead & ~enemy).sum()
         self.death_tracker |= newly_dead
@@ -442,7 +507,9 @@ class SkirmishEnv(MultiAgentEnv):
         attack = att & ~self.is_medivac[:na]
         tgt = np.where(heal, actions - 6, na + actions - 6)
         # a ground-only weapon cannot take an air target: SC2 rejects the order
-        ok = attack & ~(self.flying[np.clip(tgt, 0, self.n - 1)] & ~self._ints[:na, sim.HITS_AIR].astype(bool))
+        ok = attack & ~(
+            self.flying[np.clip(tgt, 0, self.n - 1)] & ~self._ints[:na, sim.HITS_AIR].astype(bool)
+        )
         self.order[:na][ok] = sim.ATTACK
         self.order[:na][heal] = sim.HEAL
         self.target[:na] = np.where(ok | heal, tgt, self.target[:na])
@@ -450,14 +517,37 @@ class SkirmishEnv(MultiAgentEnv):
 
     def _simulate(self, loops):
         if self.attack_jitter:
-            jitter = self.rng.integers(JITTER_LOOPS[0], JITTER_LOOPS[1] + 1, (loops, self.n)).astype(np.float64)
+            jitter = self.rng.integers(JITTER_LOOPS[0], JITTER_LOOPS[1] + 1, (loops, self.n)).astype(
+                np.float64
+            )
         else:
             jitter = np.zeros((loops, self.n))
         fields = self._fields if self._fields is not None else np.zeros((1, 1, 1), np.float32)
-        sim.run_loops(loops, jitter, self._flt, self._ints, self.grid, fields, self._fields is not None,
-                      self._modes, self._goals, self._facing, self.pos, self.hp, self.sh, self.energy, self.cooldown,
-                      self.quiet, self.alive, self.target, self.order, self.order_point, self._hit_by,
-                      self._hit_age, self._burst)
+        sim.run_loops(
+            loops,
+            jitter,
+            self._flt,
+            self._ints,
+            self.grid,
+            fields,
+            self._fields is not None,
+            self._modes,
+            self._goals,
+            self._facing,
+            self.pos,
+            self.hp,
+            self.sh,
+            self.energy,
+            self.cooldown,
+            self.quiet,
+            self.alive,
+            self.target,
+            self.order,
+            self.order_point,
+            self._hit_by,
+            self._hit_age,
+            self._burst,
+        )
 
     def _heuristic_actions(self):
         """SMAC's heuristic_ai: each agent keeps a target until it dies, else takes the nearest
@@ -471,15 +561,24 @@ class SkirmishEnv(MultiAgentEnv):
             tgt = self.heuristic_targets[a]
             if self.is_medivac[a]:
                 if tgt is None or self.hp[tgt] == 0 or self.hp[tgt] == self.hp_max[tgt]:
-                    cand = [j for j in range(na) if not self.is_medivac[j] and self.hp[j] != 0
-                            and self.hp[j] != self.hp_max[j]]
+                    cand = [
+                        j
+                        for j in range(na)
+                        if not self.is_medivac[j] and self.hp[j] != 0 and self.hp[j] != self.hp_max[j]
+                    ]
                     tgt = min(cand, key=lambda j: (math.hypot(*(self.pos[j] - pos)), j)) if cand else None
                 target_pos = None if tgt is None else self.pos[tgt]
             else:
                 if tgt is None or self.hp[na + tgt] == 0:
-                    cand = [e for e in range(self.n_enemies) if self.hp[na + e] > 0
-                            and not (self.kinds[a] == "marauder" and self.is_medivac[na + e])]
-                    tgt = min(cand, key=lambda e: (math.hypot(*(self.pos[na + e] - pos)), e)) if cand else None
+                    cand = [
+                        e
+                        for e in range(self.n_enemies)
+                        if self.hp[na + e] > 0
+                        and not (self.kinds[a] == "marauder" and self.is_medivac[na + e])
+                    ]
+                    tgt = (
+                        min(cand, key=lambda e: (math.hypot(*(self.pos[na + e] - pos)), e)) if cand else None
+                    )
                 target_pos = None if tgt is None else self.pos[na + tgt]
             self.heuristic_targets[a] = tgt
             if tgt is None:
@@ -506,7 +605,7 @@ class SkirmishEnv(MultiAgentEnv):
         avail[:, 2:6] = inside & self.grid[probes[..., 0], probes[..., 1]]
         avail[:, 1] = 1
         d = np.sqrt(((self.pos[na:][None, :, :] - p[:, None, :]) ** 2).sum(-1))  # [na, ne]
-        avail[:, 6:] = (self.alive[na:][None, :] & (d <= SHOOT))
+        avail[:, 6:] = self.alive[na:][None, :] & (d <= SHOOT)
         med = self.is_medivac[:na]
         if self.is_mmm and med.any():
             da = np.sqrt(((p[None, :, :] - p[:, None, :]) ** 2).sum(-1))  # [na, na]
@@ -530,8 +629,9 @@ class SkirmishEnv(MultiAgentEnv):
     def _onehot(self, idx, bits):
         key = (id(idx), bits)  # the type index arrays never change: build each one-hot once
         if key not in self._onehots:
-            self._onehots[key] = (np.eye(bits, dtype=np.float32)[idx] if bits
-                                  else np.zeros((len(idx), 0), np.float32))
+            self._onehots[key] = (
+                np.eye(bits, dtype=np.float32)[idx] if bits else np.zeros((len(idx), 0), np.float32)
+            )
         return self._onehots[key]
 
     def get_obs(self):
@@ -543,21 +643,27 @@ class SkirmishEnv(MultiAgentEnv):
         alive_a, alive_e = self.alive[:na], self.alive[na:]
         # enemies
         rel = p[na:][None, :, :] - p[:na][:, None, :]  # [na, ne, 2]
-        d = np.sqrt((rel ** 2).sum(-1))
+        d = np.sqrt((rel**2).sum(-1))
         vis = alive_e[None, :] & (d < SIGHT) & alive_a[:, None]
         cols = [avail[:, 6:].astype(np.float32), d / SIGHT, rel[..., 0] / SIGHT, rel[..., 1] / SIGHT]
         if self.obs_all_health:
             cols.append(np.broadcast_to(self.hp[na:] / self.hp_max[na:], (na, ne)))
             if self.shield_bits_enemy:
                 cols.append(np.broadcast_to(self.sh[na:] / self.sh_max[na:], (na, ne)))
-        en = np.concatenate([np.stack(cols, -1),
-                             np.broadcast_to(self._onehot(self.enemy_type, self.unit_type_bits)[None],
-                                             (na, ne, self.unit_type_bits))], -1)
+        en = np.concatenate(
+            [
+                np.stack(cols, -1),
+                np.broadcast_to(
+                    self._onehot(self.enemy_type, self.unit_type_bits)[None], (na, ne, self.unit_type_bits)
+                ),
+            ],
+            -1,
+        )
         en = (en * vis[..., None]).astype(np.float32)
         # allies
         o = self._others  # [na, na-1]
         rel_a = p[o] - p[:na][:, None, :]
-        d_a = np.sqrt((rel_a ** 2).sum(-1))
+        d_a = np.sqrt((rel_a**2).sum(-1))
         vis_a = alive_a[o] & (d_a < SIGHT) & alive_a[:, None]
         cols = [np.ones_like(d_a), d_a / SIGHT, rel_a[..., 0] / SIGHT, rel_a[..., 1] / SIGHT]
         if self.obs_all_health:
@@ -577,12 +683,20 @@ class SkirmishEnv(MultiAgentEnv):
         own.append(self._onehot(self.ally_type, self.unit_type_bits))
         if self.obs_timestep_number:
             own.append(np.zeros((na, 1)))
-        obs = np.concatenate([avail[:, 2:6].astype(np.float32), en.reshape(na, -1), al.reshape(na, -1),
-                              np.concatenate(own, -1).astype(np.float32)], -1).astype(np.float32)
+        obs = np.concatenate(
+            [
+                avail[:, 2:6].astype(np.float32),
+                en.reshape(na, -1),
+                al.reshape(na, -1),
+                np.concatenate(own, -1).astype(np.float32),
+            ],
+            -1,
+        ).astype(np.float32)
         obs[~alive_a] = 0.0
         if self.obs_timestep_number:  # SMAC appends the time after the blocks (its size quirk)
-            obs = np.concatenate([obs, np.full((na, 1), self._episode_steps / self.episode_limit,
-                                               np.float32)], -1)
+            obs = np.concatenate(
+                [obs, np.full((na, 1), self._episode_steps / self.episode_limit, np.float32)], -1
+            )
         self._store("obs", obs)
         return list(obs)
 
@@ -607,18 +721,30 @@ class SkirmishEnv(MultiAgentEnv):
         """SMAC's state rows: allies [n_agents, nf_al_s], enemies [n_enemies, nf_en_s] (dead: 0)."""
         na = self.n_agents
         cx = cy = 16.0
-        a_cols = [self.hp[:na] / self.hp_max[:na],
-                  np.where(self.is_medivac[:na], self.energy[:na] / 200.0, np.maximum(self.cooldown[:na], 0.0) / self.max_cd[:na]),
-                  (self.pos[:na, 0] - cx) / self.max_distance_x, (self.pos[:na, 1] - cy) / self.max_distance_y]
+        a_cols = [
+            self.hp[:na] / self.hp_max[:na],
+            np.where(
+                self.is_medivac[:na],
+                self.energy[:na] / 200.0,
+                np.maximum(self.cooldown[:na], 0.0) / self.max_cd[:na],
+            ),
+            (self.pos[:na, 0] - cx) / self.max_distance_x,
+            (self.pos[:na, 1] - cy) / self.max_distance_y,
+        ]
         if self.shield_bits_ally:
             a_cols.append(self.sh[:na] / self.sh_max[:na])
         allies = np.concatenate([np.stack(a_cols, -1), self._onehot(self.ally_type, self.unit_type_bits)], -1)
         allies[~self.alive[:na]] = 0
-        e_cols = [self.hp[na:] / self.hp_max[na:], (self.pos[na:, 0] - cx) / self.max_distance_x,
-                  (self.pos[na:, 1] - cy) / self.max_distance_y]
+        e_cols = [
+            self.hp[na:] / self.hp_max[na:],
+            (self.pos[na:, 0] - cx) / self.max_distance_x,
+            (self.pos[na:, 1] - cy) / self.max_distance_y,
+        ]
         if self.shield_bits_enemy:
             e_cols.append(self.sh[na:] / self.sh_max[na:])
-        enemies = np.concatenate([np.stack(e_cols, -1), self._onehot(self.enemy_type, self.unit_type_bits)], -1)
+        enemies = np.concatenate(
+            [np.stack(e_cols, -1), self._onehot(self.enemy_type, self.unit_type_bits)], -1
+        )
         enemies[~self.alive[na:]] = 0
         return allies, enemies
 
@@ -639,24 +765,36 @@ class SkirmishEnv(MultiAgentEnv):
         return self.n_actions
 
     def get_indi_terminated(self):
-        return (~self.alive[:self.n_agents]).astype(np.int64).tolist()
+        return (~self.alive[: self.n_agents]).astype(np.int64).tolist()
 
     def get_stats(self):
-        return {"battles_won": self.battles_won, "battles_game": self.battles_game,
-                "battles_draw": self.timeouts, "timeouts": self.timeouts, "restarts": self.force_restarts,
-                "win_rate": self.battles_won / self.battles_game if self.battles_game else 0.0}
+        return {
+            "battles_won": self.battles_won,
+            "battles_game": self.battles_game,
+            "battles_draw": self.timeouts,
+            "timeouts": self.timeouts,
+            "restarts": self.force_restarts,
+            "win_rate": self.battles_won / self.battles_game if self.battles_game else 0.0,
+        }
 
     def get_env_info(self):
-        info = {"state_shape": self.get_state_size(), "obs_shape": self.obs_size,
-                "n_actions": self.n_actions, "n_agents": self.n_agents, "n_enemies": self.n_enemies,
-                "episode_limit": self.episode_limit,
-                "agent_features": self.ally_state_attr_names, "enemy_features": self.enemy_state_attr_names}
+        info = {
+            "state_shape": self.get_state_size(),
+            "obs_shape": self.obs_size,
+            "n_actions": self.n_actions,
+            "n_agents": self.n_agents,
+            "n_enemies": self.n_enemies,
+            "episode_limit": self.episode_limit,
+            "agent_features": self.ally_state_attr_names,
+            "enemy_features": self.enemy_state_attr_names,
+        }
         if not self.obs_timestep_number:
             info["obs_entities"] = [
                 {"name": "move", "count": 1, "dim": 4},
                 {"name": "enemies", "count": self.n_enemies, "dim": self.nf_en},
                 {"name": "allies", "count": self.n_agents - 1, "dim": self.nf_al},
-                {"name": "own", "count": 1, "dim": self.own_feats}]
+                {"name": "own", "count": 1, "dim": self.own_feats},
+            ]
             info["action_entities"] = {"group": "enemies", "first_action": 6}
         return info
 
@@ -714,9 +852,17 @@ class SkirmishEnv(MultiAgentEnv):
         return 9
 
     def unit_max_cooldown(self, unit):
-        switcher = {self.marine_id: 15, self.marauder_id: 25, self.medivac_id: 200, self.stalker_id: 35,
-                    self.zealot_id: 22, self.colossus_id: 24, self.hydralisk_id: 10, self.zergling_id: 11,
-                    self.baneling_id: 1}
+        switcher = {
+            self.marine_id: 15,
+            self.marauder_id: 25,
+            self.medivac_id: 200,
+            self.stalker_id: 35,
+            self.zealot_id: 22,
+            self.colossus_id: 24,
+            self.hydralisk_id: 10,
+            self.zergling_id: 11,
+            self.baneling_id: 1,
+        }
         return switcher.get(unit.unit_type, 15)
 
     def unit_max_shield(self, unit):
@@ -738,19 +884,31 @@ class SkirmishEnv(MultiAgentEnv):
     def can_move(self, unit, direction):
         """Whether a move in direction (Direction or 0-3: N, S, E, W) is available to unit."""
         m = self._move_amount / 2
-        dx, dy = {Direction.NORTH: (0, m), Direction.SOUTH: (0, -m), Direction.EAST: (m, 0)}.get(direction, (-m, 0))
+        dx, dy = {Direction.NORTH: (0, m), Direction.SOUTH: (0, -m), Direction.EAST: (m, 0)}.get(
+            direction, (-m, 0)
+        )
         x, y = int(unit.pos.x + dx), int(unit.pos.y + dy)
         return bool(self.check_bounds(x, y) and self.pathing_grid[x, y])
 
     def get_surrounding_points(self, unit, include_self=False):
         x, y, ma = int(unit.pos.x), int(unit.pos.y), self._move_amount
-        points = [(x, y + 2 * ma), (x, y - 2 * ma), (x + 2 * ma, y), (x - 2 * ma, y),
-                  (x + ma, y + ma), (x - ma, y - ma), (x + ma, y - ma), (x - ma, y + ma)]
+        points = [
+            (x, y + 2 * ma),
+            (x, y - 2 * ma),
+            (x + 2 * ma, y),
+            (x - 2 * ma, y),
+            (x + ma, y + ma),
+            (x - ma, y - ma),
+            (x + ma, y - ma),
+            (x - ma, y + ma),
+        ]
         return points + [(x, y)] if include_self else points
 
     def get_surrounding_pathing(self, unit):
-        return [self.pathing_grid[x, y] if self.check_bounds(x, y) else 1
-                for x, y in self.get_surrounding_points(unit)]
+        return [
+            self.pathing_grid[x, y] if self.check_bounds(x, y) else 1
+            for x, y in self.get_surrounding_points(unit)
+        ]
 
     def seed(self, seed=None):
         """The env's seed (SMAC's seed()); seed(s) restarts the random number stream from s."""
@@ -761,20 +919,28 @@ class SkirmishEnv(MultiAgentEnv):
 
     def render(self, pos=None, alive=None):
         """An RGB image [256, 256, 3] of the battle: agents blue, enemies red, terrain grey."""
-        return render.frame(self.grid, self.pos if pos is None else pos,
-                            self.alive if alive is None else alive, self.radius, self.team)
+        return render.frame(
+            self.grid,
+            self.pos if pos is None else pos,
+            self.alive if alive is None else alive,
+            self.radius,
+            self.team,
+        )
 
     def save_replay(self):
         """Writes the last finished episode (else the current one) as an animated GIF to
         replay_dir (default: results/replays in the repository); returns the path."""
         import os
+
         trace = self._last_trace or self._trace
         if not trace:
             return None
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        return render.write_gif([self.render(p, a) for p, a in trace],
-                                self.replay_dir or os.path.join(root, "results", "replays"),
-                                self.replay_prefix or self.map_name)
+        return render.write_gif(
+            [self.render(p, a) for p, a in trace],
+            self.replay_dir or os.path.join(root, "results", "replays"),
+            self.replay_prefix or self.map_name,
+        )
 
     def close(self):
         pass

@@ -7,6 +7,7 @@ Observations are {"observation": SMAC's vector, "action_mask": available actions
 living agent gets the team reward; an agent that dies is terminated and leaves env.agents; the
 battle's end terminates the rest (truncates them at the time limit).
 """
+
 import numpy as np
 from gymnasium.spaces import Box, Dict, Discrete
 from pettingzoo import ParallelEnv
@@ -22,9 +23,12 @@ class SkirmishParallelEnv(ParallelEnv):
         self.render_mode = render_mode
         self.possible_agents = [f"agent_{i}" for i in range(self.sim.n_agents)]
         self.agents = []
-        self._obs_space = Dict({
-            "observation": Box(-np.inf, np.inf, (self.sim.get_obs_size(),), np.float32),
-            "action_mask": Box(0, 1, (self.sim.n_actions,), np.int8)})
+        self._obs_space = Dict(
+            {
+                "observation": Box(-np.inf, np.inf, (self.sim.get_obs_size(),), np.float32),
+                "action_mask": Box(0, 1, (self.sim.n_actions,), np.int8),
+            }
+        )
         self._act_space = Discrete(self.sim.n_actions)
 
     def observation_space(self, agent):
@@ -39,8 +43,11 @@ class SkirmishParallelEnv(ParallelEnv):
     def _observe(self):
         obs = self.sim.get_obs()
         avail = np.asarray(self.sim.get_avail_actions(), dtype=np.int8)
-        return {a: {"observation": obs[i], "action_mask": avail[i]}
-                for i, a in enumerate(self.possible_agents) if a in self.agents}
+        return {
+            a: {"observation": obs[i], "action_mask": avail[i]}
+            for i, a in enumerate(self.possible_agents)
+            if a in self.agents
+        }
 
     def reset(self, seed=None, options=None):
         if seed is not None:
@@ -56,10 +63,14 @@ class SkirmishParallelEnv(ParallelEnv):
         na = self.sim.n_agents
         timeout = done and self.sim._end_code(self.sim.alive[:na], self.sim.alive[na:]) is None
         rewards = {a: float(reward) for a in self.agents}
-        terms = {a: bool(dead[i]) or (done and not timeout)
-                 for i, a in enumerate(self.possible_agents) if a in self.agents}
-        truncs = {a: bool(timeout) and not dead[i]
-                  for i, a in enumerate(self.possible_agents) if a in self.agents}
+        terms = {
+            a: bool(dead[i]) or (done and not timeout)
+            for i, a in enumerate(self.possible_agents)
+            if a in self.agents
+        }
+        truncs = {
+            a: bool(timeout) and not dead[i] for i, a in enumerate(self.possible_agents) if a in self.agents
+        }
         infos = {a: dict(info) for a in self.agents}
         obs = self._observe()
         self.agents = [a for a in self.agents if not (terms[a] or truncs[a])]

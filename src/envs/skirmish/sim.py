@@ -8,6 +8,7 @@ contact and on death), healing and regeneration. The kernel is compiled with num
 installed (the loop is sequential, and at <= 66 units numpy's per-call overhead would cost more
 than the work); without numba the same code runs as plain Python, slowly.
 """
+
 import math
 
 import numpy as np
@@ -15,27 +16,29 @@ import numpy as np
 try:
     from numba import njit
 except ImportError:  # pragma: no cover - the same code, interpreted
+
     def njit(*args, **kwargs):
         if args and callable(args[0]):
             return args[0]
         return lambda f: f
 
+
 # SC2 rates per game loop (Normal speed: 16 loops per game second)
 SHIELD_REGEN_DELAY = 160.0  # loops without damage before shields regenerate (10 s)
-SHIELD_REGEN = 0.125        # shield per loop (2/s)
-ZERG_REGEN = 0.01709        # life per loop (0.2734/s)
-ENERGY_REGEN = 0.03516      # Medivac energy per loop (0.5625/s)
+SHIELD_REGEN = 0.125  # shield per loop (2/s)
+ZERG_REGEN = 0.01709  # life per loop (0.2734/s)
+ENERGY_REGEN = 0.03516  # Medivac energy per loop (0.5625/s)
 MAX_ENERGY = 200.0
-HEAL_RATE = 0.5625          # Medivac heal, HP per loop (9/s)
-HEAL_PER_ENERGY = 3.0       # HP restored per point of energy
-HEAL_RANGE = 4.0            # Medivac heal cast range (edge to edge)
-ENEMY_HEAL_SCAN = 6.0       # how far an enemy Medivac looks for someone to heal (centre to centre)
-BANELING_SPLASH = 2.2       # Baneling burst radius
-BEAM_HALF_LENGTH = 1.4      # Colossus beam: a 2.8 x 0.3 bar across the line of fire
+HEAL_RATE = 0.5625  # Medivac heal, HP per loop (9/s)
+HEAL_PER_ENERGY = 3.0  # HP restored per point of energy
+HEAL_RANGE = 4.0  # Medivac heal cast range (edge to edge)
+ENEMY_HEAL_SCAN = 6.0  # how far an enemy Medivac looks for someone to heal (centre to centre)
+BANELING_SPLASH = 2.2  # Baneling burst radius
+BEAM_HALF_LENGTH = 1.4  # Colossus beam: a 2.8 x 0.3 bar across the line of fire
 BEAM_HALF_WIDTH = 0.15
-MIN_HIT = 0.5               # SC2's least damage a hit does to health
-RETALIATE_LOOPS = 16        # an enemy hit within this many loops answers its attacker
-ARRIVE = 0.5                # enemies stop this close to their attack-move point
+MIN_HIT = 0.5  # SC2's least damage a hit does to health
+RETALIATE_LOOPS = 16  # an enemy hit within this many loops answers its attacker
+ARRIVE = 0.5  # enemies stop this close to their attack-move point
 
 # unit order kinds
 IDLE, MOVE, ATTACK, HEAL = 0, 1, 2, 3
@@ -136,8 +139,31 @@ def _burst(flt, ints, pos, hp, sh, quiet, alive, hit_by, hit_age, b):
 
 
 @njit(cache=True)
-def run_loops(n_loops, jitter, flt, ints, grid, fields, use_paths, modes, goals, facing,
-              pos, hp, sh, energy, cd, quiet, alive, target, order, opoint, hit_by, hit_age, burst):
+def run_loops(
+    n_loops,
+    jitter,
+    flt,
+    ints,
+    grid,
+    fields,
+    use_paths,
+    modes,
+    goals,
+    facing,
+    pos,
+    hp,
+    sh,
+    energy,
+    cd,
+    quiet,
+    alive,
+    target,
+    order,
+    opoint,
+    hit_by,
+    hit_age,
+    burst,
+):
     """Advances the battle n_loops game loops in place. jitter [n_loops, N]: loops added to each
     cooldown that starts in that loop. Units under orders (agents) follow them; scripted units
     (enemies; agents too when both sides play the built-in behaviour) follow SC2's default unit
@@ -175,9 +201,15 @@ def run_loops(n_loops, jitter, flt, ints, grid, fields, use_paths, modes, goals,
                 if t < 0:
                     low = np.inf
                     for j in range(n):
-                        if (j != i and alive[j] and ints[j, TEAM] == team and ints[j, BIO]
-                                and hp[j] < flt[j, HP_MAX] and hp[j] < low
-                                and math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]) <= ENEMY_HEAL_SCAN):
+                        if (
+                            j != i
+                            and alive[j]
+                            and ints[j, TEAM] == team
+                            and ints[j, BIO]
+                            and hp[j] < flt[j, HP_MAX]
+                            and hp[j] < low
+                            and math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]) <= ENEMY_HEAL_SCAN
+                        ):
                             low, t = hp[j], j
                 target[i] = t
                 continue
@@ -198,8 +230,11 @@ def run_loops(n_loops, jitter, flt, ints, grid, fields, use_paths, modes, goals,
                     if mode == STATIC:
                         ok = d <= flt[i, RANGE] + flt[i, RADIUS] + flt[j, RADIUS]
                     else:
-                        ok = (mode == ATTACK_GROUP or d < flt[i, ACQUIRE] + flt[j, RADIUS]
-                              or (hit_by[i] == j and hit_age[i] <= RETALIATE_LOOPS))
+                        ok = (
+                            mode == ATTACK_GROUP
+                            or d < flt[i, ACQUIRE] + flt[j, RADIUS]
+                            or (hit_by[i] == j and hit_age[i] <= RETALIATE_LOOPS)
+                        )
                     if not ok or d > best + 1e-9:
                         continue
                     c = facing[team, 0] * (pos[j, 1] - pos[i, 1]) - facing[team, 1] * (pos[j, 0] - pos[i, 0])
@@ -369,7 +404,13 @@ def run_loops(n_loops, jitter, flt, ints, grid, fields, use_paths, modes, goals,
                 continue
             if ints[i, KIND] == K_MEDIVAC:
                 t = target[i]
-                if in_range[i] and t >= 0 and alive[t] and ints[t, BIO] and (ints[i, SCRIPTED] or order[i] == HEAL):
+                if (
+                    in_range[i]
+                    and t >= 0
+                    and alive[t]
+                    and ints[t, BIO]
+                    and (ints[i, SCRIPTED] or order[i] == HEAL)
+                ):
                     amount = min(HEAL_RATE, flt[t, HP_MAX] - hp[t], energy[i] * HEAL_PER_ENERGY)
                     if amount > 0.0:
                         hp[t] += amount

@@ -1,6 +1,7 @@
 """Start positions as SC2 makes them: the map's trigger creates units one after another at a
 point and each one takes the nearest free spot, so a group packs into a tight blob in creation
 order. Both teams pack the same way, each facing the other, so the layouts are mirror images."""
+
 import math
 
 import numpy as np
@@ -40,8 +41,9 @@ def pack(units, grid):
         for x, y in _candidates(point, facing):
             if not _fits(x, y, r, grid, flying):
                 continue
-            if all(c != cls or (x - px) ** 2 + (y - py) ** 2 >= (r + pr) ** 2 - 1e-9
-                   for px, py, pr, c in placed):
+            if all(
+                c != cls or (x - px) ** 2 + (y - py) ** 2 >= (r + pr) ** 2 - 1e-9 for px, py, pr, c in placed
+            ):
                 placed.append((x, y, r, cls))
                 break
         else:

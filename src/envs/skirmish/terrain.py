@@ -1,5 +1,6 @@
 """The maps' pathable cells (from the SMAC map files' cell flags, terrain.txt) and grid distance
 fields for units that walk around walls."""
+
 import os
 
 import numpy as np
@@ -54,5 +55,6 @@ def fields(layout):
         return None
     if layout not in _FIELDS:
         from envs.skirmish.sim import path_fields
+
         _FIELDS[layout] = path_fields(grid(layout))
     return _FIELDS[layout]

@@ -1,5 +1,6 @@
 """Agent networks. Contract: init_hidden(n) -> [n, H] (or None);
 forward(inputs [n, T, input_shape], hidden [n, H] or None) -> (out [n, T, n_actions], hidden)."""
+
 from utils.registry import Registry
 
 from .mlp_agent import MLPAgent

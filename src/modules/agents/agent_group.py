@@ -28,8 +28,9 @@ class AgentGroup(nn.Module):
 
     def clip_grad_norm_(self, max_norm):
         """Clip each agent's network on its own gradient norm; returns the largest norm."""
-        return torch.stack([torch.nn.utils.clip_grad_norm_(a.parameters(), max_norm)
-                            for a in self.agents]).max()
+        return torch.stack(
+            [torch.nn.utils.clip_grad_norm_(a.parameters(), max_norm) for a in self.agents]
+        ).max()
 
     def forward(self, inputs, hidden=None, route=None):
         if route is not None:

@@ -22,8 +22,9 @@ class RNNAgent(nn.Module):
         if inputs.shape[1] == 1:  # one step (acting): the cell op avoids nn.GRU's per-call overhead
             rnn = self.rnn
             x = F.relu(self.fc1(inputs[:, 0]))
-            h_last = torch.gru_cell(x, hidden, rnn.weight_ih_l0, rnn.weight_hh_l0,
-                                    rnn.bias_ih_l0, rnn.bias_hh_l0)
+            h_last = torch.gru_cell(
+                x, hidden, rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0
+            )
             h = h_last if self.layer_norm is None else self.layer_norm(h_last)
             return self.fc2(h).unsqueeze(1), h_last
         x = F.relu(self.fc1(inputs))

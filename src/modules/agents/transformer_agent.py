@@ -11,8 +11,10 @@ def head_count_error(emb, heads):
     if emb % heads == 0:
         return None
     divisors = ", ".join(str(d) for d in range(1, emb + 1) if emb % d == 0)
-    return (f"transformer_embed_dim={emb} is not divisible by transformer_n_head={heads}; "
-            f"valid transformer_n_head values for it: {divisors}")
+    return (
+        f"transformer_embed_dim={emb} is not divisible by transformer_n_head={heads}; "
+        f"valid transformer_n_head values for it: {divisors}"
+    )
 
 
 def token_layout(input_shape, obs_entities, token_dim):
@@ -71,10 +73,8 @@ class TransformerAgent(nn.Module):
         self.register_buffer("groups", groups, persistent=False)
         self.embed = nn.Linear(index.shape[1], emb)
         self.group_embed = nn.Embedding(int(groups.max()) + 1, emb)
-        layer = nn.TransformerEncoderLayer(emb, heads, dim_feedforward=4 * emb, dropout=0.0,
-                                           batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, args.transformer_n_layers,
-                                             enable_nested_tensor=False)
+        layer = nn.TransformerEncoderLayer(emb, heads, dim_feedforward=4 * emb, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, args.transformer_n_layers, enable_nested_tensor=False)
         self.entity_actions = None
         action_entities = getattr(args, "action_entities", None)
         if action_entities and own is not None and action_entities["group"] in names:

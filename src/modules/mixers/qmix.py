@@ -24,8 +24,9 @@ class QMixer(nn.Module):
             self.hyper_w_1 = nn.Sequential(nn.Linear(s, h), nn.ReLU(), nn.Linear(h, e * n))
             self.hyper_w_final = nn.Sequential(nn.Linear(s, h), nn.ReLU(), nn.Linear(h, e))
         else:
-            raise ConfigError(f"hypernet_layers={args.hypernet_layers!r} is not supported; "
-                              "valid choices: 1, 2")
+            raise ConfigError(
+                f"hypernet_layers={args.hypernet_layers!r} is not supported; valid choices: 1, 2"
+            )
         self.hyper_b_1 = nn.Linear(s, e)
         self.V = nn.Sequential(nn.Linear(s, e), nn.ReLU(), nn.Linear(e, 1))
 
