@@ -87,7 +87,7 @@ def main():
                 acts = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0].tolist()
             else:
                 acts = logits.argmax(-1).tolist()
-            obs, rewards, *_ = env.step(dict(zip(names, acts)))
+            obs, rewards, *_ = env.step(dict(zip(names, acts, strict=True)))
             returns += [rewards[n] for n in names]
             steps.append(
                 [
@@ -97,7 +97,7 @@ def main():
             )
         dists.append(steps)
     d = np.array(dists)
-    print("mean returns:", {n: round(float(r), 2) for n, r in zip(names, returns / a.episodes)})
+    print("mean returns:", {n: round(float(r), 2) for n, r in zip(names, returns / a.episodes, strict=True)})
     good_min = d[:, :, 1:, 0].min(axis=2)
     print(
         f"{'step':>4s}  {'adv->target':>11s}  {'adv->other':>10s}  {'closest good->target':>20s}  "

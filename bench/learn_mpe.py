@@ -49,7 +49,7 @@ def random_returns(overrides, episodes=2000, seed=0):
             _, rewards, _, _, _ = env.step({a: env.action_space(a).sample() for a in env.agents})
             returns[ep] += [rewards.get(a, 0.0) for a in env.possible_agents]
     mean, se = returns.mean(0).round(2).tolist(), (returns.std(0) / np.sqrt(episodes)).round(2).tolist()
-    return dict(zip(env.possible_agents, mean)), dict(zip(env.possible_agents, se))
+    return dict(zip(env.possible_agents, mean, strict=True)), dict(zip(env.possible_agents, se, strict=True))
 
 
 def main():
@@ -90,7 +90,7 @@ def main():
         key=lambda k: int(k[len("test_agent") : -len("_return_mean")]),
     )
     print(f"{'t_env':>8s}  {'test_return_mean':>16s}" + "".join(f"  {k[5:11]:>8s}" for k in agents))
-    for j, (t, v) in enumerate(zip(curve["steps"], curve["values"])):
+    for j, (t, v) in enumerate(zip(curve["steps"], curve["values"], strict=True)):
         print(f"{t:>8d}  {v:16.2f}" + "".join(f"  {metrics[k]['values'][j]:8.2f}" for k in agents))
     rand, rand_se = random_returns(a.overrides)
     print(

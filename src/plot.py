@@ -206,7 +206,7 @@ def main(argv=None):
     rng = np.random.default_rng(a.seed)
     tasks = sorted(df["task"].unique())
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    for ax, task in zip(axes[0], tasks, strict=True):
         for group, g in sorted(df[df["task"] == task].groupby("group"), key=lambda x: x[0]):
             runs = curves(g, a.smooth)
             grid = np.unique(np.concatenate([s for s, _ in runs.values()]))

@@ -93,7 +93,7 @@ def expand(spec):
     runs = []
     keys = list(grid)
     for combo in itertools.product(*(grid[k] for k in keys)):
-        point = dict(zip(keys, combo))
+        point = dict(zip(keys, combo, strict=True))
         config = point.pop("config", spec.get("config", "qmix"))
         env_config = point.pop("env_config", spec.get("env_config", "mpe"))
         overrides = {**(spec.get("overrides") or {}), **point}
@@ -105,7 +105,7 @@ def expand(spec):
                     "config": config,
                     "env_config": env_config,
                     "overrides": overrides,
-                    "grid": dict(zip(keys, combo)),
+                    "grid": dict(zip(keys, combo, strict=True)),
                     "seed": seed,
                     "key": key,
                 }

@@ -26,7 +26,7 @@ class CueMatch(ParallelEnv):
 
     def _obs(self):
         cue = np.eye(K, dtype=np.float32)[self.cue]
-        return {a: cue for a in self.agents}
+        return dict.fromkeys(self.agents, cue)
 
     def reset(self, seed=None, options=None):
         if seed is not None:
@@ -50,9 +50,9 @@ class CueMatch(ParallelEnv):
             self.agents = []
         return (
             obs,
-            {a: hit for a in agents},
-            {a: False for a in agents},
-            {a: trunc for a in agents},
+            dict.fromkeys(agents, hit),
+            dict.fromkeys(agents, False),
+            dict.fromkeys(agents, trunc),
             {a: {} for a in agents},
         )
 

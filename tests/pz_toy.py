@@ -33,7 +33,7 @@ class ToyEnv(ParallelEnv):
         self.t += 1
         rewards = {a: float(actions[a]) + self.bonus for a in self.agents}
         terms = {a: a == "b" and self.t >= 3 for a in self.agents}
-        truncs = {a: False for a in self.agents}
+        truncs = dict.fromkeys(self.agents, False)
         obs = self._obs()
         self.agents = [a for a in self.agents if not terms[a]]
         return obs, rewards, terms, truncs, {a: {} for a in terms}

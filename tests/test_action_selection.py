@@ -4,7 +4,7 @@ import torch
 
 from components.action_selectors import REGISTRY as sel_REGISTRY
 from components.schedules import LinearSchedule
-from conftest import make_args
+from helpers import make_args
 
 
 def test_linear_schedule():

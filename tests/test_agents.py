@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import main
-from conftest import make_args
+from helpers import make_args
 from modules.agents import REGISTRY as agent_REGISTRY
 from modules.agents.transformer_agent import token_layout
 from utils.errors import ConfigError

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 import subprocess
 import sys
 
@@ -38,8 +39,8 @@ def test_alg_file_beats_env_file(tmp_path, monkeypatch):
     envs = tmp_path / "envs"
     algs.mkdir()
     envs.mkdir()
-    (tmp_path / "default.yaml").write_text(open(os.path.join(CONFIG_DIR, "default.yaml")).read())
-    (envs / "e.yaml").write_text(open(os.path.join(CONFIG_DIR, "envs", "mpe.yaml")).read() + "\nlr: 0.1\n")
+    (tmp_path / "default.yaml").write_text(Path(CONFIG_DIR, "default.yaml").read_text())
+    (envs / "e.yaml").write_text(Path(CONFIG_DIR, "envs", "mpe.yaml").read_text() + "\nlr: 0.1\n")
     (algs / "a.yaml").write_text("name: a\nlr: 0.2\n")
     import config
 
@@ -67,7 +68,8 @@ def test_test_nepisode_rounded_to_runner_batches():
         (
             ["--config=qmx"],
             "unknown --config name 'qmx'; valid choices: "
-            "differ_qmix, differ_qmix_parallel, differ_qmix_transformer, differ_vdn, iql, maddpg, qmix, qmix_transformer, vdn (did you mean 'qmix'?)",
+            "differ_qmix, differ_qmix_parallel, differ_qmix_transformer, differ_vdn, iql, maddpg, "
+            "qmix, qmix_transformer, vdn (did you mean 'qmix'?)",
         ),
         (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
         (["with", "t_mx=5"], "unknown config key 't_mx'"),
@@ -195,8 +197,8 @@ def test_yaml_errors_name_the_line(tmp_path, monkeypatch):
 
     (tmp_path / "algs").mkdir()
     (tmp_path / "envs").mkdir()
-    (tmp_path / "default.yaml").write_text(open(os.path.join(CONFIG_DIR, "default.yaml")).read())
-    (tmp_path / "envs" / "mpe.yaml").write_text(open(os.path.join(CONFIG_DIR, "envs", "mpe.yaml")).read())
+    (tmp_path / "default.yaml").write_text(Path(CONFIG_DIR, "default.yaml").read_text())
+    (tmp_path / "envs" / "mpe.yaml").write_text(Path(CONFIG_DIR, "envs", "mpe.yaml").read_text())
     (tmp_path / "algs" / "bad.yaml").write_text("name: bad\nlr: 0.1\n  gamma: [1\n")
     monkeypatch.setattr(config, "CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match=r"bad.yaml is not valid YAML \(line 3, column \d+\)"):

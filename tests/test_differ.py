@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import main
-from conftest import make_args
+from helpers import make_args
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
 from learners.selection import per_beta, selected_ratio, selection_weights
-from test_learner import A, L, N, O, S, make_batch
+from helpers import A, L, N, OBS, S, make_batch
 from utils.logger import Logger, get_console_logger
 from utils.rl_utils import bootstrap_values, valid_mask
 
@@ -27,7 +27,7 @@ def make_divide_learner(mixer="qmix", selected="all", **kw):
         n_agents=N,
         n_actions=A,
         state_shape=S,
-        obs_shape=O,
+        obs_shape=OBS,
         episode_limit=L - 1,
         mixer=mixer,
         agent="rnn",

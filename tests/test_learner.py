@@ -4,9 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from components.episode_buffer import EpisodeBatch
-from components.transforms import OneHot
-from conftest import make_args
+from helpers import A, L, N, OBS, S, make_args, make_batch
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
 from modules.mixers import REGISTRY as mixer_REGISTRY
@@ -14,59 +12,13 @@ from utils.errors import ConfigError
 from utils.logger import Logger, get_console_logger
 from utils.rl_utils import bootstrap_values, soft_update, valid_mask
 
-N, A, O, S, L = 3, 4, 5, 6, 8  # agents, actions, obs, state, stored length
-
-
-def make_batch(lengths=(5, 7, 3), terminated=(True, False, True), seed=0, individual=False):
-    """Random episodes; episode b has lengths[b] steps (filled 0..T_ep)."""
-    g = torch.Generator().manual_seed(seed)
-    scheme = {
-        "state": {"vshape": S},
-        "obs": {"vshape": O, "group": "agents"},
-        "avail_actions": {"vshape": (A,), "group": "agents", "dtype": torch.uint8},
-        "actions": {"vshape": (1,), "group": "agents", "dtype": torch.long},
-        "reward": {"vshape": (N,) if individual else (1,)},
-        "terminated": {"vshape": (1,), "dtype": torch.uint8},
-        "indi_terminated": {"vshape": (N,), "dtype": torch.uint8},
-    }
-    b = EpisodeBatch(
-        scheme,
-        {"agents": N},
-        len(lengths),
-        L,
-        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])},
-    )
-    for i, (T, term) in enumerate(zip(lengths, terminated)):
-        avail = (torch.rand(T + 1, N, A, generator=g) > 0.3).to(torch.uint8)
-        avail[..., 0] = 1
-        actions = torch.multinomial(avail.reshape(-1, A).float(), 1, generator=g).view(T + 1, N, 1)
-        b.update(
-            {
-                "state": torch.randn(T + 1, S, generator=g),
-                "obs": torch.randn(T + 1, N, O, generator=g),
-                "avail_actions": avail,
-                "actions": actions,
-            },
-            bs=i,
-            ts=slice(0, T + 1),
-        )
-        term_flags = torch.zeros(T, 1)
-        term_flags[T - 1] = float(term)
-        b.update(
-            {"reward": torch.randn(T, N if individual else 1, generator=g), "terminated": term_flags},
-            bs=i,
-            ts=slice(0, T),
-            mark_filled=False,
-        )
-    return b
-
 
 def make_learner(mixer="vdn", agent="rnn", **kw):
     args = make_args(
         n_agents=N,
         n_actions=A,
         state_shape=S,
-        obs_shape=O,
+        obs_shape=OBS,
         episode_limit=L - 1,
         mixer=mixer,
         agent=agent,
@@ -100,7 +52,7 @@ def test_padding_and_post_terminal_slots_do_not_matter(mixer):
     b2 = make_batch(lengths=(5, 3), terminated=(True, True))
     g = torch.Generator().manual_seed(5)
     for i, T in enumerate((5, 3)):
-        b2["obs"][i, T + 1 :] = torch.randn(L - T - 1, N, O, generator=g)
+        b2["obs"][i, T + 1 :] = torch.randn(L - T - 1, N, OBS, generator=g)
         b2["state"][i, T + 1 :] = torch.randn(L - T - 1, S, generator=g)
         b2["reward"][i, T:] = torch.randn(L - T, 1, generator=g)
         b2["avail_actions"][i, T + 1 :] = (torch.rand(L - T - 1, N, A, generator=g) > 0.5).to(torch.uint8)
@@ -109,7 +61,7 @@ def test_padding_and_post_terminal_slots_do_not_matter(mixer):
     torch.manual_seed(0)
     l2, g2 = grads_and_loss(*make_learner(mixer=mixer), b2)
     assert l1 == pytest.approx(l2, rel=1e-6)
-    for a, c in zip(g1, g2):
+    for a, c in zip(g1, g2, strict=True):
         assert torch.allclose(a, c, rtol=1e-5, atol=1e-7)
 
 
@@ -206,7 +158,8 @@ def test_hard_target_update_interval():
 
     def same():
         return all(
-            torch.equal(a, b) for a, b in zip(learner.mac.parameters(), learner.target_mac.parameters())
+            torch.equal(a, b)
+            for a, b in zip(learner.mac.parameters(), learner.target_mac.parameters(), strict=True)
         )
 
     learner.train(batch, 0, episode_num=5)
@@ -216,7 +169,8 @@ def test_hard_target_update_interval():
     learner.train(batch, 0, episode_num=10)
     assert same()
     assert all(
-        torch.equal(a, b) for a, b in zip(learner.mixer.parameters(), learner.target_mixer.parameters())
+        torch.equal(a, b)
+        for a, b in zip(learner.mixer.parameters(), learner.target_mixer.parameters(), strict=True)
     )
 
 
@@ -225,7 +179,7 @@ def test_soft_update(tau):
     src, tgt = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
     before = copy.deepcopy(tgt)
     soft_update(tgt, src, tau)
-    for new, old, s in zip(tgt.parameters(), before.parameters(), src.parameters()):
+    for new, old, s in zip(tgt.parameters(), before.parameters(), src.parameters(), strict=True):
         assert torch.allclose(new, (1 - tau) * old + tau * s, atol=1e-7)
 
 
@@ -233,7 +187,9 @@ def test_soft_mode_in_learner():
     learner, _ = make_learner(target_update_mode="soft", tau=0.5)
     old_target = [p.clone() for p in learner.target_mac.parameters()]
     learner.train(make_batch(), 0, episode_num=1)
-    for new, old, online in zip(learner.target_mac.parameters(), old_target, learner.mac.parameters()):
+    for new, old, online in zip(
+        learner.target_mac.parameters(), old_target, learner.mac.parameters(), strict=True
+    ):
         assert torch.allclose(new, 0.5 * old + 0.5 * online, atol=1e-6)
 
 
@@ -265,7 +221,7 @@ def test_checkpoint_state_roundtrip(tmp_path):
     torch.save(learner.state_dict(), tmp_path / "l.th")
     other, _ = make_learner(mixer="qmix", standardise_rewards=True)
     other.load_state_dict(torch.load(tmp_path / "l.th", weights_only=True))
-    for a, b in zip(learner.params, other.params):
+    for a, b in zip(learner.params, other.params, strict=True):
         assert torch.equal(a, b)
     assert other.train_steps == 1
     assert torch.equal(other.reward_rms.mean, learner.reward_rms.mean)
@@ -346,5 +302,5 @@ def test_transition_windows_train_like_whole_episodes(mixer, time_limit_bootstra
     torch.manual_seed(0)
     l2, g2 = grads_and_loss(*make_learner(**kw), windows)
     assert l1 == pytest.approx(l2, rel=1e-5)
-    for a, c in zip(g1, g2):
+    for a, c in zip(g1, g2, strict=True):
         assert torch.allclose(a, c, rtol=1e-4, atol=1e-6)

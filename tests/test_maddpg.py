@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import main
-from conftest import make_args
+from helpers import make_args
 from controllers import REGISTRY as mac_REGISTRY
 from learners.maddpg_learner import MADDPGLearner
 from run import build_scheme
@@ -136,9 +136,11 @@ def test_soft_target_update_after_train():
     old_target = [p.clone() for p in learner.target_critic.parameters()]
     old_actor_target = [p.clone() for p in learner.target_mac.parameters()]
     learner.train(batch, 100, 4)
-    for t, o, s in zip(learner.target_critic.parameters(), old_target, learner.critic.parameters()):
+    for t, o, s in zip(
+        learner.target_critic.parameters(), old_target, learner.critic.parameters(), strict=True
+    ):
         assert torch.allclose(t, 0.3 * s + 0.7 * o, atol=1e-6)
-    for t, o, s in zip(learner.target_mac.parameters(), old_actor_target, mac.parameters()):
+    for t, o, s in zip(learner.target_mac.parameters(), old_actor_target, mac.parameters(), strict=True):
         assert torch.allclose(t, 0.3 * s + 0.7 * o, atol=1e-6)
 
 
@@ -245,7 +247,7 @@ def test_softmax_actor_emits_soft_samples_on_the_simplex():
     assert out.grad is not None and out.grad.abs().sum() > 0
     before = [p.clone() for p in mac.parameters()]
     learner.train(batch, 100, 3)
-    assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters(), strict=True))
 
 
 def test_softmax_actor_needs_unit_bounds():
@@ -276,7 +278,7 @@ def test_each_critic_learns_its_own_reward():
     learner.train(batch, 0, 3)
     torch.manual_seed(1)
     other.train(changed, 0, 3)
-    for w_a, w_b in zip(learner.critic.weights, other.critic.weights):
+    for w_a, w_b in zip(learner.critic.weights, other.critic.weights, strict=True):
         assert torch.equal(w_a[0], w_b[0]) and torch.equal(w_a[2], w_b[2])
         assert not torch.equal(w_a[1], w_b[1])
 
@@ -292,7 +294,7 @@ def test_team_reward_reaches_every_critic():
     learner.train(batch, 0, 3)
     torch.manual_seed(1)
     other.train(changed, 0, 3)
-    for w_a, w_b in zip(learner.critic.weights, other.critic.weights):
+    for w_a, w_b in zip(learner.critic.weights, other.critic.weights, strict=True):
         for i in range(3):
             assert not torch.equal(w_a[i], w_b[i])
 
@@ -304,9 +306,9 @@ def test_actor_loss_steps_actors_only():
     learner.critic_optimiser.step = lambda: None  # freeze the critic step: only actors may move
     actor_before = [p.clone() for p in mac.parameters()]
     learner.train(batch, 0, 3)
-    for a, b in zip(critic_before.parameters(), learner.critic.parameters()):
+    for a, b in zip(critic_before.parameters(), learner.critic.parameters(), strict=True):
         assert torch.equal(a, b)
-    assert any(not torch.equal(a, b) for a, b in zip(actor_before, mac.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(actor_before, mac.parameters(), strict=True))
     for k in ("critic_loss", "actor_loss", "q_taken_mean", "target_mean"):
         assert k in learner.logger.stats
 
@@ -318,7 +320,7 @@ def test_recurrent_and_shared_actors_train():
     batch = play(runner, 2)
     before = [p.clone() for p in mac.parameters()]
     learner.train(batch, 0, 2)
-    assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters(), strict=True))
 
 
 # --- policy ensembles ------------------------------------------------------------------------
@@ -364,7 +366,9 @@ def test_ensemble_acts_and_trains_with_the_drawn_sub_policy(shared):
         for k in range(3):
             moved = any(
                 not torch.equal(a, b)
-                for a, b in zip(sub_policy(before, i, k).parameters(), sub_policy(mac, i, k).parameters())
+                for a, b in zip(
+                    sub_policy(before, i, k).parameters(), sub_policy(mac, i, k).parameters(), strict=True
+                )
             )
             assert moved == (k == 0), (i, k)
 

@@ -58,7 +58,7 @@ def test_reward_scalarisation(mode):
 
 def test_time_limit_is_not_termination():
     env = make(max_cycles=4)
-    for t in range(4):
+    for _ in range(4):
         _, done, info = env.step([0, 0, 0])
     assert done and info["episode_limit"] and env.get_indi_terminated().sum() == 0
 

@@ -11,12 +11,13 @@ import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
 import main
 from config import load_config
-from test_integration import QUICK, read, run_main, sacred_runs
+from helpers import QUICK, read, run_main, sacred_runs
 from utils.errors import ConfigError
 
 SRC = os.path.dirname(main.__file__)
@@ -183,14 +184,14 @@ def test_damaged_checkpoints_are_refused_before_the_run(checkpoint, tmp_path, da
     step = copy_checkpoint(checkpoint, str(tmp_path / "m"))
     weights, meta = os.path.join(step, "learner.th"), os.path.join(step, "meta.json")
     if damage == "truncate":
-        data = open(weights, "rb").read()
-        open(weights, "wb").write(data[: len(data) // 2])
+        data = Path(weights).read_bytes()
+        Path(weights).write_bytes(data[: len(data) // 2])
     elif damage == "garbage":
-        open(weights, "wb").write(os.urandom(4096))
+        Path(weights).write_bytes(os.urandom(4096))
     elif damage == "no_meta":
         os.remove(meta)
     else:
-        open(meta, "w").write("{not json")
+        Path(meta).write_text("{not json")
     with pytest.raises(ConfigError, match=fragment):
         load_config(["with", f"checkpoint_path={tmp_path / 'm'}"])
     assert zipfile  # the check reads learner.th as the zip archive torch.save writes
@@ -424,4 +425,4 @@ def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, mo
     m = read(path, "metrics.json")
     tests, summaries = m["test_return_mean"]["steps"], m["episode"]["steps"]
     assert summaries and set(summaries) <= set(tests), (summaries, tests)
-    assert tests[0] <= 25 and all(b - a <= 100 + 25 for a, b in zip(tests, tests[1:]))
+    assert tests[0] <= 25 and all(b - a <= 100 + 25 for a, b in zip(tests, tests[1:], strict=False))

@@ -80,8 +80,8 @@ def test_spawns_are_mirror_images_in_creation_order():
     for name in ("2s3z", "MMM", "1c3s5z", "bane_vs_bane"):
         env = SkirmishEnv(map_name=name, seed=0)
         na = env.n_agents
-        ally = sorted(zip(env.kinds[:na], map(tuple, np.round(env._spawn[:na], 6))))
-        enemy = sorted(zip(env.kinds[na:], map(tuple, np.round(32.0 - env._spawn[na:], 6))))
+        ally = sorted(zip(env.kinds[:na], map(tuple, np.round(env._spawn[:na], 6)), strict=True))
+        enemy = sorted(zip(env.kinds[na:], map(tuple, np.round(32.0 - env._spawn[na:], 6)), strict=True))
         assert ally == enemy
     # the first unit created stands on the spawn point; the Medivac flies above the infantry
     env = SkirmishEnv(map_name="MMM", seed=0)

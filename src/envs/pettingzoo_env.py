@@ -133,7 +133,7 @@ class PettingZooEnv(MultiAgentEnv):
             self.n_actions = max(self.agent_action_sizes)
             low = np.full(self.n_actions, np.inf)
             high = np.full(self.n_actions, -np.inf)
-            for s, d in zip(spaces, self.agent_action_sizes):
+            for s, d in zip(spaces, self.agent_action_sizes, strict=True):
                 low[:d] = np.minimum(low[:d], np.asarray(s.low).reshape(-1))
                 high[:d] = np.maximum(high[:d], np.asarray(s.high).reshape(-1))
             self.action_low, self.action_high = low.tolist(), high.tolist()

@@ -191,7 +191,7 @@ class ParallelRunner(RunnerBase):
                 break
             replies = [self._recv(i) for i in active]
             post = {"reward": [], "terminated": [], "indi_terminated": []}
-            for i, r in zip(active, replies):
+            for i, r in zip(active, replies, strict=True):
                 episode_returns[i] = episode_returns[i] + np.asarray(r["reward"], dtype=np.float64)
                 episode_lengths[i] += 1
                 if r["terminated"]:

@@ -5,7 +5,7 @@ import errno
 import os
 import socket
 import tempfile
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # A RUNNING record whose heartbeat (every 10 s) is older than this belongs to a dead process.
@@ -72,7 +72,7 @@ def run_status(run):
             t = datetime.fromisoformat(beat)
         except ValueError:
             return status
-        t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)  # Sacred writes UTC
-        if (datetime.now(timezone.utc) - t).total_seconds() > STALE_HEARTBEAT_S:
+        t = t if t.tzinfo else t.replace(tzinfo=UTC)  # Sacred writes UTC
+        if (datetime.now(UTC) - t).total_seconds() > STALE_HEARTBEAT_S:
             return "DIED"
     return status

@@ -83,7 +83,7 @@ def load_runs(folders, metrics=None, status=None):
             except (TypeError, KeyError):
                 warnings.warn(f"skipping metric {name} of {path}: no steps/values", stacklevel=2)
                 continue
-            for t, v in zip(steps, values):
+            for t, v in zip(steps, values, strict=True):
                 rows.append({**info, "metric": name, "t_env": t, "value": v})
     columns = ["run_dir", "run_id", "status", "metric", "t_env", "value"]
     df = pd.DataFrame(rows)

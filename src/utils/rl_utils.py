@@ -91,7 +91,7 @@ def lambda_returns(rewards, terminated, mask, target_qs, gamma, td_lambda):
 @torch.no_grad()
 def soft_update(target, source, tau):
     """target <- (1 - tau) * target + tau * source, parameter by parameter."""
-    for t, s in zip(target.parameters(), source.parameters()):
+    for t, s in zip(target.parameters(), source.parameters(), strict=True):
         t.mul_(1.0 - tau).add_(s, alpha=tau)
 
 

@@ -31,12 +31,8 @@ def coerce(key, value, basis):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-    elif isinstance(basis, list):
-        if isinstance(value, list):
-            return value
-    elif isinstance(basis, dict):
-        if isinstance(value, dict):
-            return value
+    elif isinstance(basis, list | dict) and isinstance(value, type(basis)):
+        return value
     raise ConfigError(
         f"{key}={value!r} has the wrong type: expected {type_name(basis)} "
         f"(default {basis!r}), got {type_name(value)}"

@@ -219,7 +219,7 @@ class SkirmishEnv(MultiAgentEnv):
         self.shield_bits_enemy = int(UNITS[enemy_kinds[0]]["sh"] > 0)
         self.is_mmm = self.map_type == "MMM"
         self.kinds = ally_kinds + enemy_kinds
-        n = self.n = len(self.kinds)
+        self.n = len(self.kinds)
         na = self.n_agents
         self.team = np.array([0] * na + [1] * self.n_enemies)
         col = lambda key: np.array([UNITS[k][key] for k in self.kinds], dtype=np.float64)  # noqa: E731
@@ -309,7 +309,11 @@ class SkirmishEnv(MultiAgentEnv):
             "zergling",
             "baneling",
         ):
-            ids = [t for k, t in zip(self.kinds[: self.n_agents], self.unit_types, strict=False) if k == kind]
+            ids = [
+                t
+                for k, t in zip(self.kinds[: self.n_agents], self.unit_types[: self.n_agents], strict=True)
+                if k == kind
+            ]
             setattr(self, f"{kind}_id", ids[0] if ids else 0)
         self._min_unit_type = int(self.unit_types[: self.n_agents].min())
 

@@ -347,12 +347,12 @@ def run_loops(
         n_shots = 0
         for i in range(n):
             fired = False
-            if alive[i] and in_range[i] and ints[i, KIND] != K_MEDIVAC and flt[i, DMG] > 0.0 and cd[i] <= 0.0:
-                if _can_hit(ints, i, target[i]):
-                    shooters[n_shots] = i
-                    n_shots += 1
-                    fired = True
-                    cd[i] += flt[i, COOLDOWN] + jitter[loop, i]  # keeps the fraction of a loop
+            ready = alive[i] and in_range[i] and ints[i, KIND] != K_MEDIVAC and flt[i, DMG] > 0.0
+            if ready and cd[i] <= 0.0 and _can_hit(ints, i, target[i]):
+                shooters[n_shots] = i
+                n_shots += 1
+                fired = True
+                cd[i] += flt[i, COOLDOWN] + jitter[loop, i]  # keeps the fraction of a loop
             if not fired and cd[i] < 0.0:
                 cd[i] = 0.0
             if cd[i] > 0.0:

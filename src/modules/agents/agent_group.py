@@ -19,7 +19,7 @@ class AgentGroup(nn.Module):
     def init_hidden(self, n, route=None):
         if route is not None:
             _, counts, inverse = route
-            hidden = [a.init_hidden(c) for a, c in zip(self.agents, counts) if c]
+            hidden = [a.init_hidden(c) for a, c in zip(self.agents, counts, strict=True) if c]
             return None if hidden[0] is None else torch.cat(hidden)[inverse]
         hidden = [a.init_hidden(n // self.n_agents) for a in self.agents]
         if hidden[0] is None:
@@ -61,7 +61,7 @@ class AgentGroup(nn.Module):
         xs = inputs[order].split(counts)
         hs = [None] * len(counts) if hidden is None else hidden[order].split(counts)
         outs, hiddens = [], []
-        for agent, x, h, c in zip(self.agents, xs, hs, counts):
+        for agent, x, h, c in zip(self.agents, xs, hs, counts, strict=True):
             if c:
                 out, h_new = agent(x, h)
                 outs.append(out)

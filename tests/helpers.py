@@ -1,0 +1,198 @@
+"""Helpers the tests share: a deterministic mock env, configs without a command line, random
+episode batches, and short end-to-end runs."""
+
+import glob
+import json
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+import main
+from components.episode_buffer import EpisodeBatch
+from components.transforms import OneHot
+from envs.multiagentenv import MultiAgentEnv
+
+METRICS = {
+    "return_mean",
+    "return_std",
+    "ep_length_mean",
+    "test_return_mean",
+    "test_return_std",
+    "test_ep_length_mean",
+    "loss",
+    "grad_norm",
+    "td_error_abs",
+    "q_taken_mean",
+    "target_mean",
+    "epsilon",
+}
+
+
+class MockEnv(MultiAgentEnv):
+    """Deterministic test env. Episode length ep_len + seed % 3 (a true termination) unless that
+    reaches episode_limit (a time-limit cut). Agent i dies at step death_steps[i] (None: never).
+    Observation of agent i at step t: [t, i, seed, 1]; state: [t, seed]."""
+
+    def __init__(
+        self,
+        n_agents=2,
+        n_actions=3,
+        episode_limit=10,
+        ep_len=5,
+        death_steps=None,
+        seed=0,
+        common_reward=True,
+        reward_scalarisation="sum",
+        crash_at_step=None,
+        raise_at_t=None,
+        **_,
+    ):
+        self.n_agents, self.n_actions, self.episode_limit = n_agents, n_actions, episode_limit
+        self.seed_ = seed or 0
+        self.length = ep_len + self.seed_ % 3
+        self.death_steps = death_steps or [None] * n_agents
+        self.common_reward = common_reward
+        self.crash_at_step = crash_at_step
+        self.raise_at_t = raise_at_t  # raise after this many steps in total (a crashing run)
+        self.total_steps = 0
+        self.t = 0
+
+    def reset(self):
+        self.t = 0
+        return self.get_obs(), self.get_state()
+
+    def dead(self):
+        return np.array([d is not None and self.t >= d for d in self.death_steps], dtype=np.uint8)
+
+    def step(self, actions):
+        if self.crash_at_step is not None and self.t == self.crash_at_step:
+            os._exit(3)
+        self.total_steps += 1
+        if self.raise_at_t is not None and self.total_steps > self.raise_at_t:
+            raise RuntimeError("mock env failure")
+        self.t += 1
+        rewards = np.array([(i + 1) * self.t for i in range(self.n_agents)], dtype=np.float32)
+        terminated = self.t >= self.length
+        limit = self.t >= self.episode_limit and not terminated
+        reward = float(rewards.sum()) if self.common_reward else rewards
+        return reward, terminated or limit, {"episode_limit": limit, "score": 1.0}
+
+    def get_obs(self):
+        return np.array([[self.t, i, self.seed_, 1] for i in range(self.n_agents)], dtype=np.float32)
+
+    def get_obs_size(self):
+        return 4
+
+    def get_state(self):
+        return np.array([self.t, self.seed_], dtype=np.float32)
+
+    def get_state_size(self):
+        return 2
+
+    def get_avail_actions(self):
+        avail = np.ones((self.n_agents, self.n_actions), dtype=np.uint8)
+        avail[self.dead() == 1] = 0
+        avail[self.dead() == 1, 0] = 1
+        return avail
+
+    def get_total_actions(self):
+        return self.n_actions
+
+    def get_indi_terminated(self):
+        return self.dead()
+
+
+def make_args(**overrides):
+    """A config namespace from default.yaml plus overrides (no command line)."""
+    from config import CONFIG_DIR, load_yaml
+
+    cfg = load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+    cfg.update(device="cpu", seed=0, unique_token="test")
+    cfg.update(overrides)
+    return SimpleNamespace(**cfg)
+
+
+N, A, OBS, S, L = 3, 4, 5, 6, 8  # agents, actions, obs, state, stored length
+
+
+def make_batch(lengths=(5, 7, 3), terminated=(True, False, True), seed=0, individual=False):
+    """Random episodes; episode b has lengths[b] steps (filled 0..T_ep)."""
+    g = torch.Generator().manual_seed(seed)
+    scheme = {
+        "state": {"vshape": S},
+        "obs": {"vshape": OBS, "group": "agents"},
+        "avail_actions": {"vshape": (A,), "group": "agents", "dtype": torch.uint8},
+        "actions": {"vshape": (1,), "group": "agents", "dtype": torch.long},
+        "reward": {"vshape": (N,) if individual else (1,)},
+        "terminated": {"vshape": (1,), "dtype": torch.uint8},
+        "indi_terminated": {"vshape": (N,), "dtype": torch.uint8},
+    }
+    b = EpisodeBatch(
+        scheme,
+        {"agents": N},
+        len(lengths),
+        L,
+        preprocess={"actions": ("actions_onehot", [OneHot(out_dim=A)])},
+    )
+    for i, (T, term) in enumerate(zip(lengths, terminated, strict=True)):
+        avail = (torch.rand(T + 1, N, A, generator=g) > 0.3).to(torch.uint8)
+        avail[..., 0] = 1
+        actions = torch.multinomial(avail.reshape(-1, A).float(), 1, generator=g).view(T + 1, N, 1)
+        b.update(
+            {
+                "state": torch.randn(T + 1, S, generator=g),
+                "obs": torch.randn(T + 1, N, OBS, generator=g),
+                "avail_actions": avail,
+                "actions": actions,
+            },
+            bs=i,
+            ts=slice(0, T + 1),
+        )
+        term_flags = torch.zeros(T, 1)
+        term_flags[T - 1] = float(term)
+        b.update(
+            {"reward": torch.randn(T, N if individual else 1, generator=g), "terminated": term_flags},
+            bs=i,
+            ts=slice(0, T),
+            mark_filled=False,
+        )
+    return b
+
+
+QUICK = [
+    "t_max=300",
+    "test_interval=100",
+    "test_nepisode=2",
+    "log_interval=100",
+    "runner_log_interval=100",
+    "learner_log_interval=100",
+    "batch_size=4",
+    "buffer_size=50",
+]
+
+
+def run_main(results, alg="qmix", env="mpe", extra=(), seed=1):
+    argv = [
+        f"--config={alg}",
+        f"--env-config={env}",
+        "with",
+        f"local_results_path={results}",
+        f"seed={seed}",
+        *QUICK,
+        *extra,
+    ]
+    return main.main(argv)
+
+
+def sacred_runs(results):
+    return sorted(
+        glob.glob(os.path.join(str(results), "sacred", "*", "*", "*", "[0-9]*")),
+        key=lambda p: int(os.path.basename(p)),
+    )
+
+
+def read(path, name):
+    with open(os.path.join(path, name)) as f:
+        return json.load(f) if name.endswith(".json") else f.read()
