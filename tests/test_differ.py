@@ -119,7 +119,17 @@ def test_mixer_and_agent_optimisers_are_separate():
     learner.train(batch, t_env=0, episode_num=0)
     assert all(torch.equal(agent_before[k], v) for k, v in learner.mac.state_dict().items())
     assert any(not torch.equal(mixer_before[k], v) for k, v in learner.mixer.state_dict().items())
-    assert all(p.grad is None or p.grad.abs().sum() > 0 for p in learner.mixer.parameters())
+    # the mixer's loss reached every mixer parameter (hypernetworks included)
+    grads = [p.grad for p in learner.mixer.parameters()]
+    assert grads and all(g is not None for g in grads) and all(g.abs().sum() > 0 for g in grads[:2])
+    # and the other way round: a step of the agent's optimiser alone leaves the mixer as it was
+    other = make_divide_learner("qmix")
+    mixer_before = copy.deepcopy(other.mixer.state_dict())
+    agent_before = copy.deepcopy(other.mac.state_dict())
+    other.mixer_optimiser.step = lambda: None
+    other.train(batch, t_env=0, episode_num=0)
+    assert all(torch.equal(mixer_before[k], v) for k, v in other.mixer.state_dict().items())
+    assert any(not torch.equal(agent_before[k], v) for k, v in other.mac.state_dict().items())
 
 
 # --- selection ---------------------------------------------------------------------------------
@@ -185,10 +195,16 @@ def test_per_frequency_follows_priorities():
     assert freq[mask == 0].sum() == 0
 
 
-def test_selection_stays_on_the_input_device():
+@pytest.mark.parametrize("device", [
+    "cpu",  # meta tensors cannot run the selection's data-dependent top-k
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+])
+def test_selection_stays_on_the_input_device(device):
     e, mask = synthetic()
+    e, mask = e.to(device), mask.to(device)
     for mode in ("all", "greedy", "greedy_weight", "PER", "PER_hard", "PER_weight"):
-        assert selection_weights(e, mask, mode, 0.5).device == e.device
+        w = selection_weights(e, mask, mode, 0.5)
+        assert w.device.type == device and w.shape == e.shape, mode
 
 
 def test_warm_up_and_beta_schedules_hit_their_end_points():

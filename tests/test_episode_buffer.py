@@ -136,11 +136,22 @@ def test_buffer_sampling_uniform_and_distinct():
     assert np.all(np.abs(freq - 1 / 6) < 0.02), freq
 
 
-def test_buffer_on_cpu_sample_moves():
+# "meta" is a real second device on every machine: moving to it changes where tensors live.
+DEVICES = ["meta", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                  reason="no CUDA device"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_buffer_stays_on_cpu_and_only_the_sample_moves(device):
     buf = replay(4)
     buf.insert_episode_batch(fill(batch(bs=4), [0, 1, 2, 3]))
-    s = buf.sample(2).to("cpu")
-    assert s["state"].device.type == "cpu" and buf["state"].device.type == "cpu"
+    s = buf.sample(2)
+    assert s["state"].device.type == "cpu"
+    s.to(device)
+    moved = [*s.data.transition_data.values(), *s.data.episode_data.values()]
+    assert moved and all(v.device.type == device for v in moved)
+    kept = [*buf.data.transition_data.values(), *buf.data.episode_data.values()]
+    assert all(v.device.type == "cpu" for v in kept)
 
 
 def test_transition_sampling_windows():

@@ -209,8 +209,19 @@ def test_gradient_clipping():
 
 
 def test_individual_rewards_iql():
-    learner, logger = make_learner(mixer=None, common_reward=False)
+    # Each agent's TD target holds its own reward: raising agent 1's reward by 5 raises agent 1's
+    # one-step targets by 5 * (its standardisation: none here) and leaves the others' alone.
+    learner, logger = make_learner(mixer=None, common_reward=False, td_lambda=0.0)
     batch = make_batch(individual=True)
+    *_, targets = learner.forward_and_targets(batch)
+    changed = copy.deepcopy(batch)
+    changed.data.transition_data["reward"][:, :, 1] += 5.0
+    *_, targets_changed = learner.forward_and_targets(changed)
+    mask = valid_mask(batch)[..., 0].bool()
+    assert targets.shape == (3, L - 1, N)
+    diff = (targets_changed - targets)[mask]
+    assert torch.allclose(diff[:, 1], torch.full_like(diff[:, 1], 5.0), atol=1e-5)
+    assert torch.equal(diff[:, 0], torch.zeros_like(diff[:, 0])) and torch.equal(diff[:, 2], diff[:, 0])
     learner.train(batch, 0, 0)
     assert np.isfinite(logger.stats["loss"][-1][1])
 
