@@ -10,6 +10,9 @@ SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 if SRC not in sys.path:
     sys.path.insert(0, SRC)
 
+# One thread, as runs use by default: the suite stays fast when other jobs share the cores.
+torch.set_num_threads(1)
+
 from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from helpers import MockEnv, make_args  # noqa: E402
 

@@ -196,3 +196,29 @@ def sacred_runs(results):
 def read(path, name):
     with open(os.path.join(path, name)) as f:
         return json.load(f) if name.endswith(".json") else f.read()
+
+
+LOSS_KEYS = ("loss", "q_loss", "critic_loss")  # what each learner family logs as its loss
+
+
+def assert_trains(tmp_path, argv):
+    """Run main with argv plus checkpoints: the run completes, logs a finite loss, and its agent
+    network's weights at the last checkpoint differ from the first (the learner stepped them)."""
+    import math
+
+    results = os.path.join(str(tmp_path), "trains")
+    assert (
+        main.main([*argv, f"local_results_path={results}", "save_model=True", "save_model_interval=40"]) == 0
+    )
+    run = sacred_runs(results)[-1]
+    assert read(run, "run.json")["status"] == "COMPLETED"
+    metrics = read(run, "metrics.json")
+    losses = [v for k in LOSS_KEYS if k in metrics for v in metrics[k]["values"]]
+    assert losses and all(math.isfinite(v) for v in losses), sorted(metrics)
+    models = glob.glob(os.path.join(results, "models", "*"))[0]
+    steps = sorted(int(d) for d in os.listdir(models) if d.isdigit())
+    first, last = (
+        torch.load(os.path.join(models, str(t), "learner.th"), weights_only=True)["agent"]
+        for t in (steps[0], steps[-1])
+    )
+    assert len(steps) >= 2 and any(not torch.equal(first[k], last[k]) for k in first)

@@ -143,11 +143,12 @@ def test_supervised_fit_reaches_every_parameter(layout):
     ],
 )
 def test_transformer_trains_with_every_learner(tmp_path, config, extra):
+    from helpers import assert_trains
+
     argv = [
         f"--config={config}",
         "--env-config=mpe",
         "with",
-        f"local_results_path={tmp_path}",
         "seed=1",
         "t_max=120",
         "test_interval=100",
@@ -155,9 +156,11 @@ def test_transformer_trains_with_every_learner(tmp_path, config, extra):
         "batch_size=2",
         "buffer_size=10",
         "env_args.max_cycles=10",
+        "learner_log_interval=10",
+        "transition_batch_size=0",
         *extra,
     ]
-    assert main.main(argv) == 0
+    assert_trains(tmp_path, argv)
 
 
 @pytest.mark.parametrize("agent", ["mlp", "rnn"])

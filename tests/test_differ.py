@@ -195,10 +195,15 @@ def test_per_frequency_follows_priorities():
     assert freq[mask == 0].sum() == 0
 
 
-@pytest.mark.parametrize("device", [
-    "cpu",  # meta tensors cannot run the selection's data-dependent top-k
-    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
-])
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",  # meta tensors cannot run the selection's data-dependent top-k
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+        ),
+    ],
+)
 def test_selection_stays_on_the_input_device(device):
     e, mask = synthetic()
     e, mask = e.to(device), mask.to(device)

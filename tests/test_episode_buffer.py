@@ -137,8 +137,10 @@ def test_buffer_sampling_uniform_and_distinct():
 
 
 # "meta" is a real second device on every machine: moving to it changes where tensors live.
-DEVICES = ["meta", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                  reason="no CUDA device"))]
+DEVICES = [
+    "meta",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -313,14 +313,42 @@ def test_actor_loss_steps_actors_only():
         assert k in learner.logger.stats
 
 
-def test_recurrent_and_shared_actors_train():
+def policy_value(learner, mac, batch):
+    """Mean critic value of the joint action every actor's policy takes on the batch."""
+    from utils.rl_utils import valid_mask
+
+    with torch.no_grad():
+        out = mac.forward_seq(batch)[:, :-1]
+        acts = mac.policy_actions(out, batch["avail_actions"][:, :-1], sample=False)
+        q = learner.critic(learner.critic.build_inputs(batch["state"][:, :-1], learner._joint(acts), None))
+        mask = valid_mask(batch).expand_as(q)
+        return ((q * mask).sum() / mask.sum()).item()
+
+
+@pytest.mark.parametrize("agent", ["rnn", "mlp"])
+def test_recurrent_and_shared_actors_climb_their_critic(agent):
+    # One update: the gradient reaches every actor parameter (the GRU's included), and the actors'
+    # step raises the value that the just-updated critic gives their joint action.
+    torch.manual_seed(0)
     args, runner, mac, learner, _ = maddpg_setup(
-        agent="rnn", agent_param_sharing=True, obs_agent_id=True, obs_last_action=True
+        continuous=True,
+        agent=agent,
+        agent_param_sharing=True,
+        obs_agent_id=True,
+        obs_last_action=True,
+        actor_other_actions="policy",
+        actor_reg=0.0,
+        lr=1e-4,
     )
-    batch = play(runner, 2)
-    before = [p.clone() for p in mac.parameters()]
-    learner.train(batch, 0, 2)
-    assert any(not torch.equal(a, b) for a, b in zip(before, mac.parameters(), strict=True))
+    batch = play(runner, 4)
+    old_mac = copy.deepcopy(mac)
+    learner.train(batch, 0, 4)
+    grads = {n: p.grad for n, p in mac.agent.named_parameters()}
+    assert grads and all(g is not None and g.abs().sum() > 0 for g in grads.values()), [
+        n for n, g in grads.items() if g is None or g.abs().sum() == 0
+    ]
+    before, after = policy_value(learner, old_mac, batch), policy_value(learner, mac, batch)
+    assert after > before, (before, after)
 
 
 # --- policy ensembles ------------------------------------------------------------------------
@@ -460,6 +488,10 @@ def test_short_runs_write_sacred_record(tmp_path, actions, common_reward, runner
 
 
 def test_competitive_scenario_checkpoint_resume_evaluate(tmp_path):
+    import torch as th
+
+    from helpers import sacred_runs
+
     base = [
         "--config=maddpg",
         "--env-config=mpe",
@@ -468,12 +500,35 @@ def test_competitive_scenario_checkpoint_resume_evaluate(tmp_path):
         "seed=2",
         *QUICK,
         "env_args.scenario=simple_adversary_v3",
+        "common_reward=False",
     ]
     assert main.main(base + ["save_model=True", "save_model_interval=100"]) == 0
     models = glob.glob(os.path.join(str(tmp_path), "models", "*"))
     assert len(models) == 1
-    assert main.main(base + [f"checkpoint_path={models[0]}", "t_max=300"]) == 0
+    steps = sorted(int(d) for d in os.listdir(models[0]) if d.isdigit())
+    assert len(steps) >= 2
+    first, last = (
+        th.load(os.path.join(models[0], str(t), "learner.th"), weights_only=True)
+        for t in (steps[0], steps[-1])
+    )
+    assert {"agent", "critic", "target_critic", "actor_optimiser", "critic_optimiser"} <= set(first)
+    assert any(not th.equal(first["agent"][k], last["agent"][k]) for k in first["agent"])  # it trained
+
+    # Resume from the first checkpoint: training goes on from its t_env, with its networks.
+    assert main.main(base + [f"checkpoint_path={models[0]}", f"load_step={steps[0]}", "t_max=300"]) == 0
+    resumed = sacred_runs(tmp_path)[-1]
+    metrics = read(resumed, "metrics.json")
+    assert min(metrics["critic_loss"]["steps"]) > steps[0]
+    assert read(resumed, "run.json")["result"]["t_env"] >= 300
+    with open(os.path.join(resumed, "cout.txt")) as f:
+        assert f"(t_env {steps[0]})" in f.read()
+
+    # Evaluate: test episodes at the latest checkpoint, each team's return, no training.
     assert main.main(base + [f"checkpoint_path={models[0]}", "evaluate=True"]) == 0
+    metrics = read(sacred_runs(tmp_path)[-1], "metrics.json")
+    assert "critic_loss" not in metrics and "return_mean" not in metrics
+    per_agent = [k for k in metrics if k.startswith("test_agent") and k.endswith("_return_mean")]
+    assert len(per_agent) == 3 and all(metrics[k]["steps"] == [steps[-1]] for k in per_agent)
 
 
 def test_maddpg_learns_small_cooperative_task(tmp_path):

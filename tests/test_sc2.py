@@ -8,36 +8,86 @@ import pytest
 
 import main
 from envs import sc2_env
-from envs.skirmish.env import SkirmishEnv
 from utils.errors import ConfigError
 
 
-class StandInStarCraft2Env(SkirmishEnv):
-    """NOT SMAC: a stand-in with StarCraft2Env's constructor and methods (our simulator), used to
-    test the wrapper's plumbing without StarCraft II."""
+class FakeSMAC:
+    """NOT SMAC and not our simulator: a recorder with the StarCraft2Env members the wrapper uses,
+    returning numbers no real map has, so the test sees what the wrapper does with them."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.n_agents, self.n_actions_no_attack = 2, 6
+        self.obs_timestep_number = kwargs.get("obs_timestep_number", False)
+        self.map_type = "fake_type"
+        self.health = [45.0, 0.0]
+        self.actions = []
+
+    def get_env_info(self):
+        return {"n_agents": 2, "n_actions": 9, "obs_shape": 61, "state_shape": 33, "episode_limit": 17}
+
+    def get_obs_move_feats_size(self):
+        return 4
+
+    def get_obs_enemy_feats_size(self):
+        return 3, 11
+
+    def get_obs_ally_feats_size(self):
+        return 1, 12
+
+    def get_obs_own_feats_size(self):
+        return 2
+
+    def get_unit_by_id(self, i):
+        return types.SimpleNamespace(health=self.health[i])
+
+    def step(self, actions):
+        self.actions.append(actions)
+        return 1.5, False, {"battle_won": False}
 
 
 @pytest.fixture
 def wrapped(monkeypatch):
-    monkeypatch.setattr(sc2_env, "load_smac", lambda: StandInStarCraft2Env)
-    return sc2_env.StarCraft2Env(map_name="2s3z", seed=0, common_reward=True, reward_scalarisation="sum")
+    monkeypatch.setattr(sc2_env, "load_smac", lambda: FakeSMAC)
+    return sc2_env.StarCraft2Env(map_name="3m", seed=4, common_reward=True, reward_scalarisation="sum")
+
+
+def test_constructor_gets_smac_arguments_only(wrapped):
+    assert wrapped.env.kwargs == {"map_name": "3m", "seed": 4}  # the run-level reward keys stay out
 
 
 def test_indi_terminated_follows_unit_health(wrapped):
-    assert wrapped.get_indi_terminated() == [0, 0, 0, 0, 0]
-    wrapped.env.hp[1] = 0.0  # SMAC reports a dead unit with health 0
-    assert wrapped.get_indi_terminated() == [0, 1, 0, 0, 0]
+    assert wrapped.get_indi_terminated() == [0, 1]
+    wrapped.env.health[1] = 3.0
+    assert wrapped.get_indi_terminated() == [0, 0]
 
 
-def test_env_info_and_passthrough(wrapped):
+def test_env_info_adds_the_entity_layout_from_smac_sizes(wrapped):
     info = wrapped.get_env_info()
-    assert (info["n_agents"], info["n_actions"], info["obs_shape"], info["state_shape"]) == (5, 11, 80, 120)
-    assert [e["dim"] for e in info["obs_entities"]] == [4, 8, 8, 4]
+    assert (info["n_agents"], info["n_actions"], info["obs_shape"], info["state_shape"]) == (2, 9, 61, 33)
+    assert [(e["name"], e["count"], e["dim"]) for e in info["obs_entities"]] == [
+        ("move", 1, 4),
+        ("enemies", 3, 11),
+        ("allies", 1, 12),
+        ("own", 1, 2),
+    ]
     assert info["action_entities"] == {"group": "enemies", "first_action": 6}
-    reward, done, step_info = wrapped.step([1] * 5)
-    assert "battle_won" in step_info and isinstance(reward, float)
-    assert wrapped.get_stats()["battles_game"] == 0
-    assert wrapped.map_type == "stalkers_and_zealots"  # SMAC attributes pass through
+
+
+def test_no_entity_layout_when_the_timestep_is_appended(monkeypatch):
+    monkeypatch.setattr(sc2_env, "load_smac", lambda: FakeSMAC)
+    env = sc2_env.StarCraft2Env(map_name="3m", obs_timestep_number=True)
+    assert "obs_entities" not in env.get_env_info()
+
+
+def test_step_passes_a_list_and_attributes_pass_through(wrapped):
+    import numpy as np
+
+    reward, done, info = wrapped.step(np.array([1, 7]))
+    assert wrapped.env.actions == [[1, 7]] and type(wrapped.env.actions[0]) is list  # SMAC indexes a list
+    assert all(type(a) is int for a in wrapped.env.actions[0])
+    assert (reward, done, info) == (1.5, False, {"battle_won": False})
+    assert wrapped.map_type == "fake_type"  # SMAC attributes pass through
 
 
 def test_missing_smac_names_what_to_install(monkeypatch, capsys):
