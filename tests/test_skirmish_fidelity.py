@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from envs.skirmish import sim
-from envs.skirmish.env import Direction, SkirmishEnv
+from envs.skirmish.api import Direction
+from envs.skirmish.env import SkirmishEnv
 
 MARINE_CD, STALKER_CD, ZEALOT_CD = 0.8608 * 16, 1.8701 * 16, 1.2 * 16
 

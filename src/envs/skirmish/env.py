@@ -10,165 +10,27 @@ cooldown variation (attack_jitter), paths around walls (terrain.py). Approximate
 pairwise pushes, not SC2's; acquisition radii and the jitter's range are calibrated guesses.
 """
 
-import enum
 import math
 
 import numpy as np
 
 from envs.multiagentenv import MultiAgentEnv
 from envs.skirmish import render, sim, spawn, terrain
+from envs.skirmish.api import SHOOT, SIGHT, SmacHelpers, _Units
+from envs.skirmish.args import (  # noqa: F401  (validate_env_args: the env registry's entry point)
+    SIM_DEFAULTS,
+    SMAC_DEFAULTS,
+    UNSUPPORTED,
+    WRAPPER_KEYS,
+    validate_env_args,
+)
 from envs.skirmish.maps import GROUP_SPAWNS, LOOPS, MAPS, TYPE_ORDER, UNITS, type_index
-from utils.errors import ConfigError
-from utils.registry import unknown_name_message
-from utils.values import coerce
 
-SIGHT, SHOOT = 9.0, 6.0
 RESET_LOOPS = 2  # SMAC observes two game loops after restarting a battle
 ALLY_TYPE_BASE = 1970  # SMAC's allied "_RL" units have their own consecutive type ids
 MEDIVAC_RL_SPEED = 2.75  # the MMM maps' allied Medivac copy
 HYDRALISK_RL_HP = 80.0  # 6h_vs_8z's allied Hydralisks
 JITTER_LOOPS = (-1, 2)  # SC2 varies each cooldown by a whole number of loops in this range
-
-
-class Direction(enum.IntEnum):
-    NORTH = 0
-    SOUTH = 1
-    EAST = 2
-    WEST = 3
-
-
-SMAC_DEFAULTS = dict(
-    map_name="8m",
-    step_mul=8,
-    move_amount=2,
-    difficulty="7",
-    game_version=None,
-    seed=None,
-    continuing_episode=False,
-    obs_all_health=True,
-    obs_own_health=True,
-    obs_last_action=False,
-    obs_pathing_grid=False,
-    obs_terrain_height=False,
-    obs_instead_of_state=False,
-    obs_timestep_number=False,
-    state_last_action=True,
-    state_timestep_number=False,
-    reward_sparse=False,
-    reward_only_positive=True,
-    reward_death_value=10,
-    reward_win=200,
-    reward_defeat=0,
-    reward_negative_scale=0.5,
-    reward_scale=True,
-    reward_scale_rate=20,
-    replay_dir="",
-    replay_prefix="",
-    window_size_x=1920,
-    window_size_y=1200,
-    heuristic_ai=False,
-    heuristic_rest=False,
-    debug=False,
-)
-# simulator options beyond SMAC's signature
-# attack_jitter: SC2's random cooldown variation (False: deterministic);
-# builtin_agents: the agents play SC2's default unit behaviour too, mirroring the enemies' order
-# (mirror matches and calibration; the actions passed to step are then ignored)
-SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False)
-UNSUPPORTED = ("obs_pathing_grid", "obs_terrain_height")
-DIFFICULTIES = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "A"]  # SMAC's (stored only here)
-WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
-
-
-def validate_env_args(env_args):
-    name = env_args.get("map_name", SMAC_DEFAULTS["map_name"])
-    if name not in MAPS:
-        raise ConfigError(
-            unknown_name_message("env_args.map_name", name, sorted(MAPS), where="config/envs/skirmish.yaml")
-        )
-    for k in env_args:
-        if k not in SMAC_DEFAULTS and k not in SIM_DEFAULTS and k not in WRAPPER_KEYS:
-            raise ConfigError(
-                unknown_name_message(
-                    "env_args key for skirmish", k, sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS})
-                )
-            )
-    for k in UNSUPPORTED:
-        if env_args.get(k):
-            raise ConfigError(f"env_args.{k}=True is not supported by skirmish yet; set it to False")
-    step_mul = env_args.get("step_mul", SMAC_DEFAULTS["step_mul"])
-    if isinstance(step_mul, bool) or not isinstance(step_mul, int) or step_mul < 1:
-        raise ConfigError(f"env_args.step_mul={step_mul!r} must be a positive integer (game loops per step)")
-    for k in SIM_DEFAULTS:
-        if k in env_args and (not isinstance(env_args[k], (bool, int)) or env_args[k] not in (0, 1)):
-            raise ConfigError(f"env_args.{k}={env_args[k]!r} must be True or False")
-    # the rest take the type of SMAC's default (numbers: int or float), and some a range
-    for k, default in SMAC_DEFAULTS.items():
-        if k not in env_args or default is None or k == "step_mul":
-            continue
-        basis = default if isinstance(default, (bool, str)) else 0.0
-        coerce(f"env_args.{k}", env_args[k], basis)
-    for k, low in (("move_amount", 0), ("reward_scale_rate", 0), ("window_size_x", 0), ("window_size_y", 0)):
-        if k in env_args and not float(env_args[k]) > low:
-            raise ConfigError(f"env_args.{k}={env_args[k]!r} must be positive")
-    if float(env_args.get("reward_negative_scale", 0.5)) < 0:
-        raise ConfigError(
-            f"env_args.reward_negative_scale={env_args['reward_negative_scale']!r} must not be negative"
-        )
-    if str(env_args.get("difficulty", "7")) not in DIFFICULTIES:
-        raise ConfigError(unknown_name_message("env_args.difficulty", env_args["difficulty"], DIFFICULTIES))
-    seed = env_args.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ConfigError(f"env_args.seed={seed!r} must be a non-negative integer or null")
-    if not env_args.get("common_reward", True):
-        raise ConfigError("skirmish gives one team reward (as SMAC does): set common_reward=True")
-
-
-class _Pos:
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-
-
-class UnitView:
-    """SMAC's unit fields for one unit of the simulator (agents first, then enemies)."""
-
-    def __init__(self, env, i):
-        self.health, self.health_max = float(env.hp[i]), float(env.hp_max[i])
-        self.shield, self.shield_max = float(env.sh[i]), float(env.sh_max[i])
-        self.energy, self.weapon_cooldown = float(env.energy[i]), float(max(env.cooldown[i], 0.0))
-        self.pos = _Pos(float(env.pos[i, 0]), float(env.pos[i, 1]))
-        self.unit_type = int(env.unit_types[i])
-        self.tag, self.owner = i, 1 + int(env.team[i])
-
-
-class _Units:
-    """SMAC's `agents` / `enemies` dicts (index -> unit), built on access from the live arrays."""
-
-    def __init__(self, env, first, count):
-        self.env, self.first, self.count = env, first, count
-
-    def __getitem__(self, i):
-        if not 0 <= i < self.count:
-            raise KeyError(i)
-        return UnitView(self.env, self.first + i)
-
-    def __len__(self):
-        return self.count
-
-    def __iter__(self):
-        return iter(range(self.count))
-
-    def __contains__(self, i):
-        return isinstance(i, int) and 0 <= i < self.count
-
-    def keys(self):
-        return range(self.count)
-
-    def values(self):
-        return [self[i] for i in range(self.count)]
-
-    def items(self):
-        return [(i, self[i]) for i in range(self.count)]
 
 
 def _creation(m, name, team):
@@ -186,7 +48,7 @@ def _creation(m, name, team):
     return [(k, m["agent_at"] if team == 0 else m["enemy_at"]) for k in kinds]
 
 
-class SkirmishEnv(MultiAgentEnv):
+class SkirmishEnv(SmacHelpers, MultiAgentEnv):
     def __init__(self, **kwargs):
         args = {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS}
         validate_env_args({**args, "common_reward": kwargs.get("common_reward", True)})
@@ -801,118 +663,6 @@ class SkirmishEnv(MultiAgentEnv):
             ]
             info["action_entities"] = {"group": "enemies", "first_action": 6}
         return info
-
-    # --- SMAC's helper methods ---------------------------------------------------------------
-    def get_obs_move_feats_size(self):
-        return 4
-
-    def get_obs_enemy_feats_size(self):
-        return self.n_enemies, self.nf_en
-
-    def get_obs_ally_feats_size(self):
-        return self.n_agents - 1, self.nf_al
-
-    def get_obs_own_feats_size(self):
-        return self.own_feats
-
-    def get_ally_num_attributes(self):
-        return len(self.ally_state_attr_names)
-
-    def get_enemy_num_attributes(self):
-        return len(self.enemy_state_attr_names)
-
-    def get_state_dict(self):
-        """The state as SMAC's dict: allies [n_agents, nf], enemies [n_enemies, nf], and
-        last_action / timestep when the state includes them."""
-        allies, enemies = self._unit_state()
-        state = {"allies": allies.astype(np.float64), "enemies": enemies.astype(np.float64)}
-        if self.state_last_action:
-            state["last_action"] = self.last_action
-        if self.state_timestep_number:
-            state["timestep"] = self._episode_steps / self.episode_limit
-        return state
-
-    def get_visibility_matrix(self):
-        """[n_agents, n_agents + n_enemies] bool: which units each living agent sees (alive and
-        closer than the sight range); the ally block is symmetric, the diagonal False."""
-        na = self.n_agents
-        d = np.sqrt(((self.pos[None, :, :] - self.pos[:na, None, :]) ** 2).sum(-1))
-        vis = (d < SIGHT) & self.alive[None, :] & self.alive[:na, None]
-        vis[np.arange(na), np.arange(na)] = False
-        return vis
-
-    def get_unit_by_id(self, a_id):
-        """Agent a_id with SMAC's field names (health, shield, pos.x, unit_type, ...)."""
-        return self.agents[a_id]
-
-    def get_unit_types(self):
-        """Unit type ids, agents first (SMAC's allied ids), then enemies (SC2's ids)."""
-        return self.unit_types.tolist()
-
-    def unit_shoot_range(self, agent_id):
-        return 6
-
-    def unit_sight_range(self, agent_id):
-        return 9
-
-    def unit_max_cooldown(self, unit):
-        switcher = {
-            self.marine_id: 15,
-            self.marauder_id: 25,
-            self.medivac_id: 200,
-            self.stalker_id: 35,
-            self.zealot_id: 22,
-            self.colossus_id: 24,
-            self.hydralisk_id: 10,
-            self.zergling_id: 11,
-            self.baneling_id: 1,
-        }
-        return switcher.get(unit.unit_type, 15)
-
-    def unit_max_shield(self, unit):
-        if unit.unit_type in (74, self.stalker_id):
-            return 80
-        if unit.unit_type in (73, self.zealot_id):
-            return 50
-        if unit.unit_type in (4, self.colossus_id):
-            return 150
-        return None
-
-    @staticmethod
-    def distance(x1, y1, x2, y2):
-        return math.hypot(x2 - x1, y2 - y1)
-
-    def check_bounds(self, x, y):
-        return 0 <= x < self.map_x and 0 <= y < self.map_y
-
-    def can_move(self, unit, direction):
-        """Whether a move in direction (Direction or 0-3: N, S, E, W) is available to unit."""
-        m = self._move_amount / 2
-        dx, dy = {Direction.NORTH: (0, m), Direction.SOUTH: (0, -m), Direction.EAST: (m, 0)}.get(
-            direction, (-m, 0)
-        )
-        x, y = int(unit.pos.x + dx), int(unit.pos.y + dy)
-        return bool(self.check_bounds(x, y) and self.pathing_grid[x, y])
-
-    def get_surrounding_points(self, unit, include_self=False):
-        x, y, ma = int(unit.pos.x), int(unit.pos.y), self._move_amount
-        points = [
-            (x, y + 2 * ma),
-            (x, y - 2 * ma),
-            (x + 2 * ma, y),
-            (x - 2 * ma, y),
-            (x + ma, y + ma),
-            (x - ma, y - ma),
-            (x + ma, y - ma),
-            (x - ma, y + ma),
-        ]
-        return points + [(x, y)] if include_self else points
-
-    def get_surrounding_pathing(self, unit):
-        return [
-            self.pathing_grid[x, y] if self.check_bounds(x, y) else 1
-            for x, y in self.get_surrounding_points(unit)
-        ]
 
     def seed(self, seed=None):
         """The env's seed (SMAC's seed()); seed(s) restarts the random number stream from s."""
