@@ -38,14 +38,15 @@ def raw_env_rate(steps, seed=0):
 
 
 def build(overrides):
+    from types import SimpleNamespace
+
+    from components.episode_buffer import ReplayBuffer
     from config import load_config
     from controllers import REGISTRY as mac_REGISTRY
     from learners import REGISTRY as le_REGISTRY
     from run import build_scheme
     from runners import REGISTRY as r_REGISTRY
-    from types import SimpleNamespace
     from utils.logger import Logger, get_console_logger
-    from components.episode_buffer import ReplayBuffer
 
     cfg = load_config(["--config=qmix", "--env-config=mpe", "with", "seed=0", *overrides])
     cfg["env_args"]["seed"] = 0

@@ -15,8 +15,8 @@ import sys
 import yaml
 
 from utils.errors import ConfigError
-from utils.values import coerce, type_name
 from utils.registry import unknown_name_message
+from utils.values import coerce, type_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_DIR = os.path.join(ROOT, "config")
@@ -305,7 +305,8 @@ def validate(config, defaults=None):
     # Registries are imported here so that a bad name is refused before anything starts.
     from components.action_selectors import REGISTRY as sel_REGISTRY
     from controllers import REGISTRY as mac_REGISTRY
-    from envs import REGISTRY as env_REGISTRY, validate_env_args
+    from envs import REGISTRY as env_REGISTRY
+    from envs import validate_env_args
     from learners import REGISTRY as le_REGISTRY
     from modules.agents import REGISTRY as agent_REGISTRY
     from modules.critics import REGISTRY as critic_REGISTRY

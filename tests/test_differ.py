@@ -11,11 +11,10 @@ import pytest
 import torch
 
 import main
-from helpers import make_args
 from controllers import REGISTRY as mac_REGISTRY
+from helpers import OBS, A, L, N, S, make_args, make_batch
 from learners import REGISTRY as le_REGISTRY
 from learners.selection import per_beta, selected_ratio, selection_weights
-from helpers import A, L, N, OBS, S, make_batch
 from utils.logger import Logger, get_console_logger
 from utils.rl_utils import bootstrap_values, valid_mask
 

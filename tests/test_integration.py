@@ -5,7 +5,6 @@ import os
 
 import pytest
 
-
 from config import available
 from helpers import METRICS, assert_trains, read, run_main, sacred_runs
 

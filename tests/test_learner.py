@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import A, L, N, OBS, S, make_args, make_batch
 from controllers import REGISTRY as mac_REGISTRY
+from helpers import OBS, A, L, N, S, make_args, make_batch
 from learners import REGISTRY as le_REGISTRY
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.errors import ConfigError

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import main
-from helpers import make_args
 from controllers import REGISTRY as mac_REGISTRY
+from helpers import make_args
 from learners.maddpg_learner import MADDPGLearner
 from run import build_scheme
 from runners import REGISTRY as r_REGISTRY

@@ -1,10 +1,15 @@
 """EpisodeBatch: fixed-size [batch, time, ...] tensors described by a scheme; ReplayBuffer over it."""
 
+from __future__ import annotations
+
 import functools
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+
+Index = int | slice | list | np.ndarray | torch.Tensor  # episode or time-step selections
+Scheme = dict[str, dict]  # field -> {vshape, dtype, group, episode_const}
 
 
 class EpisodeBatch:
@@ -16,7 +21,16 @@ class EpisodeBatch:
     preprocess: {field: (new_field, [transforms])} applied whenever `field` is written.
     """
 
-    def __init__(self, scheme, groups, batch_size, max_seq_length, data=None, preprocess=None, device="cpu"):
+    def __init__(
+        self,
+        scheme: Scheme,
+        groups: dict[str, int],
+        batch_size: int,
+        max_seq_length: int,
+        data: SimpleNamespace | None = None,
+        preprocess: dict | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
         self.scheme = dict(scheme)
         self.groups = groups
         self.batch_size = batch_size
@@ -62,7 +76,7 @@ class EpisodeBatch:
                     (batch_size, max_seq_length, *shape), dtype=dtype, device=self.device
                 )
 
-    def to(self, device):
+    def to(self, device: str | torch.device) -> EpisodeBatch:
         for store in (self.data.transition_data, self.data.episode_data):
             for k, v in store.items():
                 store[k] = v.to(device)
@@ -70,7 +84,9 @@ class EpisodeBatch:
         self._np_views = {}
         return self
 
-    def update(self, data, bs=slice(None), ts=slice(None), mark_filled=True):
+    def update(
+        self, data: dict, bs: Index = slice(None), ts: Index = slice(None), mark_filled: bool = True
+    ) -> None:
         """Write `data` ({field: array-like}) into episodes `bs` at time steps `ts`."""
         slices = self._parse_slices((bs, ts))
         for k, v in data.items():
@@ -211,7 +227,7 @@ class EpisodeBatch:
                 parsed.append(item)
         return tuple(parsed)
 
-    def max_t_filled(self):
+    def max_t_filled(self) -> int:
         return int(self.data.transition_data["filled"].sum(1).max())
 
     def __repr__(self):
@@ -224,14 +240,22 @@ class EpisodeBatch:
 class ReplayBuffer(EpisodeBatch):
     """A ring buffer of whole episodes, sampled uniformly; lives on `device` (the CPU by default)."""
 
-    def __init__(self, scheme, groups, buffer_size, max_seq_length, preprocess=None, device="cpu"):
+    def __init__(
+        self,
+        scheme: Scheme,
+        groups: dict[str, int],
+        buffer_size: int,
+        max_seq_length: int,
+        preprocess: dict | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
         super().__init__(scheme, groups, buffer_size, max_seq_length, preprocess=preprocess, device=device)
         self.buffer_size = buffer_size
         self.buffer_index = 0
         self.episodes_in_buffer = 0
         self._transitions = torch.zeros(buffer_size)  # per stored episode, for sample_transitions
 
-    def insert_episode_batch(self, ep_batch):
+    def insert_episode_batch(self, ep_batch: EpisodeBatch) -> None:
         n = ep_batch.batch_size
         if self.buffer_index + n <= self.buffer_size:
             dst = slice(self.buffer_index, self.buffer_index + n)
@@ -252,20 +276,20 @@ class ReplayBuffer(EpisodeBatch):
             self.insert_episode_batch(ep_batch[0:left, :])
             self.insert_episode_batch(ep_batch[left:, :])
 
-    def can_sample(self, batch_size):
+    def can_sample(self, batch_size: int) -> bool:
         return self.episodes_in_buffer >= batch_size
 
-    def sample(self, batch_size):
+    def sample(self, batch_size: int) -> EpisodeBatch:
         assert self.can_sample(batch_size)
         if self.episodes_in_buffer == batch_size:
             return self[:batch_size]
         ep_ids = np.random.choice(self.episodes_in_buffer, batch_size, replace=False)
         return self[ep_ids]
 
-    def can_sample_transitions(self, batch_size):
+    def can_sample_transitions(self, batch_size: int) -> bool:
         return int(self._transitions[: self.episodes_in_buffer].sum()) >= batch_size
 
-    def sample_transitions(self, batch_size, episode_limit=None):
+    def sample_transitions(self, batch_size: int, episode_limit: int | None = None) -> EpisodeBatch:
         """`batch_size` single transitions drawn uniformly (with replacement) from all stored
         ones, as a batch of two-step windows [t, t + 1]: what feed-forward learners need, from
         many more episodes than a batch of whole episodes covers.

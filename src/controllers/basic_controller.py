@@ -1,9 +1,19 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
 import torch
 
 from components.action_forms import action_form
 from components.action_selectors import REGISTRY as action_REGISTRY
 from modules.agents import REGISTRY as agent_REGISTRY
 from modules.agents.agent_group import AgentGroup
+
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterator
+
+    from components.episode_buffer import EpisodeBatch, Index
 
 
 class BasicMAC:
@@ -12,7 +22,7 @@ class BasicMAC:
 
     policy_ensembles = False  # plays one of several sub-policies per episode (policy_ensemble > 1)
 
-    def __init__(self, scheme, groups, args):
+    def __init__(self, scheme: dict, groups: dict[str, int], args: SimpleNamespace) -> None:
         self.n_agents = args.n_agents
         self.args = args
         self.form = action_form(args)  # what an action is (components/action_forms.py)
@@ -23,7 +33,7 @@ class BasicMAC:
         self._agent_ids = None
 
     @property
-    def continuous(self):
+    def continuous(self) -> bool:
         return self.form.continuous
 
     def _build_selector(self, args):
@@ -35,7 +45,9 @@ class BasicMAC:
 
     # --- acting -----------------------------------------------------------------------------
     @torch.inference_mode()  # cheaper than no_grad; acting never feeds autograd
-    def select_actions(self, ep_batch, t_ep, t_env, bs=slice(None), test_mode=False):
+    def select_actions(
+        self, ep_batch: EpisodeBatch, t_ep: int, t_env: int, bs: Index = slice(None), test_mode: bool = False
+    ) -> torch.Tensor:
         """Actions [len(bs), N] for the episodes `bs` of `ep_batch` at step `t_ep`."""
         avail_actions = ep_batch["avail_actions"][bs, t_ep]
         agent_outputs = self.forward(ep_batch, t_ep)
@@ -43,14 +55,14 @@ class BasicMAC:
             agent_outputs[bs], avail_actions, t_env, test_mode=test_mode, bs=bs
         )
 
-    def forward(self, ep_batch, t):
+    def forward(self, ep_batch: EpisodeBatch, t: int) -> torch.Tensor:
         """One step for every episode of the batch, carrying the hidden state: [B, N, A]."""
         x = self._to_rows(self._build_inputs(ep_batch, t, t + 1))  # [B * N, 1, in]
         out, self.hidden_states = self.agent(x, self.hidden_states)
         return out.view(ep_batch.batch_size, self.n_agents, -1)
 
     # --- training ---------------------------------------------------------------------------
-    def forward_seq(self, batch, inputs=None):
+    def forward_seq(self, batch: EpisodeBatch, inputs: torch.Tensor | None = None) -> torch.Tensor:
         """All steps of `batch` in one call from a fresh hidden state: [B, T, N, A].
 
         `inputs` from build_seq_inputs may be passed to share them between networks."""
@@ -60,18 +72,18 @@ class BasicMAC:
         out, _ = self.agent(inputs, self.agent.init_hidden(bn))
         return out.view(bn // self.n_agents, self.n_agents, t, -1).transpose(1, 2)
 
-    def build_seq_inputs(self, batch):
+    def build_seq_inputs(self, batch: EpisodeBatch) -> torch.Tensor:
         """[B * N, T, input_shape]: one row per (episode, agent), time along dim 1."""
         return self._to_rows(self._build_inputs(batch, 0, batch.max_seq_length))
 
-    def init_hidden(self, batch_size):
+    def init_hidden(self, batch_size: int) -> None:
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
         self.action_selector.start_episode(batch_size, self.n_agents, self.device())
 
-    def device(self):
+    def device(self) -> torch.device:
         return next(self.agent.parameters()).device
 
-    def episode_data(self):
+    def episode_data(self) -> dict[str, torch.Tensor]:
         """Episode-constant fields the runners store with each episode (none here)."""
         return {}
 
@@ -108,18 +120,18 @@ class BasicMAC:
         return input_shape
 
     # --- parameters -------------------------------------------------------------------------
-    def parameters(self):
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
         return self.agent.parameters()
 
-    def load_state(self, other_mac):
+    def load_state(self, other_mac: BasicMAC) -> None:
         self.agent.load_state_dict(other_mac.agent.state_dict())
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         return self.agent.state_dict()
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         self.agent.load_state_dict(state)
 
-    def to(self, device):
+    def to(self, device: str | torch.device) -> BasicMAC:
         self.agent.to(device)
         return self

@@ -1,9 +1,17 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
 import torch
 
 from components.action_selectors import REGISTRY as action_REGISTRY
 from controllers.basic_controller import BasicMAC
 from modules.agents import REGISTRY as agent_REGISTRY
 from modules.agents.agent_group import AgentGroup
+
+if TYPE_CHECKING:  # annotations only
+    from components.episode_buffer import EpisodeBatch
 
 
 class MADDPGMAC(BasicMAC):
@@ -22,7 +30,7 @@ class MADDPGMAC(BasicMAC):
 
     policy_ensembles = True
 
-    def __init__(self, scheme, groups, args):
+    def __init__(self, scheme: dict, groups: dict[str, int], args: SimpleNamespace) -> None:
         self.n_policies = getattr(args, "policy_ensemble", 1)
         self.policy_index = None  # [batch, N] sub-policy of each agent, drawn by init_hidden
         self._route = None  # the rows' routing to the networks of policy_index
@@ -31,11 +39,11 @@ class MADDPGMAC(BasicMAC):
     def _build_selector(self, args):
         return action_REGISTRY[self.form.exploration](args, self.form)
 
-    def policy_actions(self, out, avail, sample):
+    def policy_actions(self, out: torch.Tensor, avail: torch.Tensor, sample: bool) -> torch.Tensor:
         """Actions as the critic sees them, [B, T, N, A], from network outputs (the learner)."""
         return self.form.policy_actions(out, avail, sample)
 
-    def init_hidden(self, batch_size):
+    def init_hidden(self, batch_size: int) -> None:
         if self.n_policies == 1:
             return super().init_hidden(batch_size)
         self.policy_index = torch.randint(self.n_policies, (batch_size, self.n_agents), device=self.device())
@@ -43,7 +51,7 @@ class MADDPGMAC(BasicMAC):
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents, self._route)
         self.action_selector.start_episode(batch_size, self.n_agents, self.device())
 
-    def episode_data(self):
+    def episode_data(self) -> dict[str, torch.Tensor]:
         if self.n_policies == 1:
             return {}
         return {"policy_index": self.policy_index.unsqueeze(-1)}
@@ -63,14 +71,14 @@ class MADDPGMAC(BasicMAC):
         agent = torch.arange(self.n_agents, device=index.device)
         return (agent * self.n_policies + index).reshape(-1)
 
-    def forward(self, ep_batch, t):
+    def forward(self, ep_batch: EpisodeBatch, t: int) -> torch.Tensor:
         if self.n_policies == 1:
             return super().forward(ep_batch, t)
         x = self._to_rows(self._build_inputs(ep_batch, t, t + 1))
         out, self.hidden_states = self.agent(x, self.hidden_states, self._route)
         return out.view(ep_batch.batch_size, self.n_agents, -1)
 
-    def forward_seq(self, batch, inputs=None):
+    def forward_seq(self, batch: EpisodeBatch, inputs: torch.Tensor | None = None) -> torch.Tensor:
         if self.n_policies == 1:
             return super().forward_seq(batch, inputs)
         if inputs is None:

@@ -13,11 +13,23 @@ them instead of lists of learner names:
     on_policy      trains on the episodes just collected instead of a replay buffer
 """
 
+from __future__ import annotations
+
 import copy
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import torch
 
 from utils.rl_utils import RunningMeanStd, bootstrap_terminated, make_optimiser, soft_update, valid_mask
+
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable
+    from typing import Any
+
+    from components.episode_buffer import EpisodeBatch
+    from controllers.basic_controller import BasicMAC
+    from utils.logger import Logger
 
 
 class Learner:
@@ -26,7 +38,7 @@ class Learner:
     mixer = "none"
     on_policy = False
 
-    def __init__(self, mac, scheme, logger, args):
+    def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         self.args = args
         self.mac = mac
         self.logger = logger
@@ -38,23 +50,23 @@ class Learner:
         self._optimisers = {}  # name -> optimiser; checkpoint key <name>
 
     @classmethod
-    def validate(cls, config):
+    def validate(cls, config: dict) -> None:
         """Refuse settings this learner cannot use (ConfigError); called by config.validate."""
 
     # --- construction -----------------------------------------------------------------------
-    def add_network(self, name, online):
+    def add_network(self, name: str, online: Any) -> Any:
         """Register a network (or the controller) and return its target copy."""
         target = copy.deepcopy(online)
         self._networks[name] = (online, target)
         return target
 
-    def add_optimiser(self, name, params, lr=None):
+    def add_optimiser(self, name: str, params: list, lr: float | None = None) -> torch.optim.Optimizer:
         optimiser = make_optimiser(params, self.args, lr=lr)
         self._optimisers[name] = optimiser
         return optimiser
 
     # --- one update -------------------------------------------------------------------------
-    def rewards_and_masks(self, batch):
+    def rewards_and_masks(self, batch: EpisodeBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """-> rewards [B, T, 1 or N] (standardised if asked), terminated [B, T, 1] (time-limit cuts
         bootstrapped or not, as configured) and the valid-step mask [B, T, 1]."""
         rewards = batch["reward"][:, :-1]
@@ -64,7 +76,12 @@ class Learner:
             rewards = self.reward_rms.standardise(rewards, mask)
         return rewards, terminated, mask
 
-    def step(self, optimiser, loss, clip):
+    def step(
+        self,
+        optimiser: torch.optim.Optimizer,
+        loss: torch.Tensor,
+        clip: list | Callable[[float], torch.Tensor],
+    ) -> torch.Tensor:
         """Zero, backpropagate, clip and step; -> the gradient norm before clipping. `clip` is a
         list of parameters, or a callable taking the max norm (networks that clip their parts
         separately)."""
@@ -77,7 +94,7 @@ class Learner:
         optimiser.step()
         return grad_norm
 
-    def finish_update(self, episode_num):
+    def finish_update(self, episode_num: int) -> None:
         """Count the update and update the targets (soft every update, or hard every
         target_update_interval episodes)."""
         self.train_steps += 1
@@ -88,28 +105,28 @@ class Learner:
             self.update_targets_hard()
             self.last_target_update_episode = episode_num
 
-    def update_targets_hard(self):
+    def update_targets_hard(self) -> None:
         for online, target in self._networks.values():
             _module(target).load_state_dict(_module(online).state_dict())
 
     # --- logging ----------------------------------------------------------------------------
-    def log_due(self, t_env):
+    def log_due(self, t_env: int) -> bool:
         return t_env - self.log_stats_t >= self.args.learner_log_interval
 
-    def log(self, t_env, **stats):
+    def log(self, t_env: int, **stats: float | torch.Tensor) -> None:
         """Log each stat (tensors are read with .item()) and restart the logging interval."""
         for key, value in stats.items():
             self.logger.log_stat(key, value.item() if torch.is_tensor(value) else float(value), t_env)
         self.log_stats_t = t_env
 
     # --- device and checkpoints ---------------------------------------------------------------
-    def to(self, device):
+    def to(self, device: str | torch.device) -> Learner:
         for online, target in self._networks.values():
             online.to(device)
             target.to(device)
         return self
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         state = {
             "last_target_update_episode": self.last_target_update_episode,
             "train_steps": self.train_steps,
@@ -123,7 +140,7 @@ class Learner:
             state["reward_rms"] = self.reward_rms.state_dict()
         return state
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         for name, (online, target) in self._networks.items():
             online.load_state_dict(state[name])
             target.load_state_dict(state[f"target_{name}"])

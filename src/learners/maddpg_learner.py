@@ -1,7 +1,17 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
 import torch
 
 from learners.base import Learner
 from modules.critics import REGISTRY as critic_REGISTRY
+
+if TYPE_CHECKING:  # annotations only
+    from components.episode_buffer import EpisodeBatch
+    from controllers.maddpg_controller import MADDPGMAC
+    from utils.logger import Logger
 
 
 class MADDPGLearner(Learner):
@@ -17,7 +27,7 @@ class MADDPGLearner(Learner):
     action_spaces = ("discrete", "continuous")
     macs = ("maddpg_mac",)
 
-    def __init__(self, mac, scheme, logger, args):
+    def __init__(self, mac: MADDPGMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
         self.n_agents = args.n_agents
         self.n_actions = args.n_actions
@@ -37,7 +47,7 @@ class MADDPGLearner(Learner):
         b, t = actions.shape[:2]
         return actions.reshape(b, t, 1, -1).expand(b, t, self.n_agents, -1)
 
-    def train(self, batch, t_env, episode_num):
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         args = self.args
         n = self.n_agents
         # rewards [B, T, 1] (team) or [B, T, N] (individual); terminated, mask [B, T, 1]

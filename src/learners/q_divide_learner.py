@@ -1,9 +1,19 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
 import torch
 
 from learners.q_learner import QLearner
 from learners.selection import MODES, per_beta, selected_ratio, selection_weights
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
+
+if TYPE_CHECKING:  # annotations only
+    from components.episode_buffer import EpisodeBatch
+    from controllers.basic_controller import BasicMAC
+    from utils.logger import Logger
 
 
 class QDivideLearner(QLearner):
@@ -19,12 +29,12 @@ class QDivideLearner(QLearner):
 
     mixer = "required"
 
-    def __init__(self, mac, scheme, logger, args):
+    def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
         self.last = {}
 
     @classmethod
-    def validate(cls, config):
+    def validate(cls, config: dict) -> None:
         if config["selected"] not in MODES:
             raise ConfigError(unknown_name_message("selected", config["selected"], list(MODES)))
 
@@ -38,7 +48,7 @@ class QDivideLearner(QLearner):
             self.add_optimiser("mixer_optimiser", self.mixer_params) if self.mixer_params else None
         )
 
-    def train(self, batch, t_env, episode_num):
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         args = self.args
         _, _, mask, q_taken, q_next_all, team_targets = self.forward_and_targets(batch)
         true_terminated = batch["terminated"][:, :-1].float()

@@ -1,8 +1,18 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
 import torch
 
 from learners.base import Learner
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.rl_utils import bootstrap_values, lambda_returns
+
+if TYPE_CHECKING:  # annotations only
+    from components.episode_buffer import EpisodeBatch
+    from controllers.basic_controller import BasicMAC
+    from utils.logger import Logger
 
 
 class QLearner(Learner):
@@ -10,7 +20,7 @@ class QLearner(Learner):
 
     mixer = "optional"
 
-    def __init__(self, mac, scheme, logger, args):
+    def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
         self.params = list(mac.parameters())
         self.mixer = None
@@ -24,7 +34,7 @@ class QLearner(Learner):
     def _make_optimisers(self):
         self.optimiser = self.add_optimiser("optimiser", self.params)
 
-    def forward_and_targets(self, batch):
+    def forward_and_targets(self, batch: EpisodeBatch) -> tuple[torch.Tensor, ...]:
         """The Q-learning quantities every value-based learner starts from:
         rewards, terminated, mask [B, T, .]; q_taken [B, T, N] (online, chosen actions);
         q_next [B, T+1, N] (per-agent bootstrap values of the target network, double Q as
@@ -48,7 +58,7 @@ class QLearner(Learner):
                 targets = rewards + args.gamma * (1 - terminated) * values[:, 1:]
         return rewards, terminated, mask, q_taken, q_next, targets
 
-    def train(self, batch, t_env, episode_num):
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         _, _, mask, chosen_action_qvals, _, targets = self.forward_and_targets(batch)
         if self.mixer is not None:
             chosen_action_qvals = self.mixer(chosen_action_qvals, batch["state"][:, :-1])

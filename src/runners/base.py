@@ -1,9 +1,17 @@
+from __future__ import annotations
+
 import numbers
 from functools import partial
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from components.episode_buffer import EpisodeBatch
+
+if TYPE_CHECKING:  # annotations only
+    from controllers.basic_controller import BasicMAC
+    from utils.logger import Logger
 
 
 def env_data(env):
@@ -20,7 +28,7 @@ class RunnerBase:
     """What both runners share: batch construction, and per-episode returns and info sums logged
     as <prefix>return_mean, <prefix><key>_mean, ..."""
 
-    def __init__(self, args, logger):
+    def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         self.args = args
         self.logger = logger
         self.t_env = 0
@@ -28,7 +36,7 @@ class RunnerBase:
         self.train_stats, self.test_stats = {}, {}
         self.log_train_stats_t = -1000000
 
-    def setup(self, scheme, groups, preprocess, mac):
+    def setup(self, scheme: dict, groups: dict[str, int], preprocess: dict, mac: BasicMAC) -> None:
         self.new_batch = partial(
             EpisodeBatch,
             scheme,
@@ -40,7 +48,7 @@ class RunnerBase:
         )
         self.mac = mac
 
-    def start_episode(self, batch):
+    def start_episode(self, batch: EpisodeBatch) -> None:
         """Fresh controller state for `batch`; what the controller drew for the episode (e.g. a
         sub-policy per agent) is stored with it."""
         self.mac.init_hidden(batch_size=self.batch_size)
@@ -48,7 +56,7 @@ class RunnerBase:
         if data:
             batch.update(data, mark_filled=False)
 
-    def record_episode(self, episode_return, length, info, test_mode):
+    def record_episode(self, episode_return: float | list, length: int, info: dict, test_mode: bool) -> None:
         stats = self.test_stats if test_mode else self.train_stats
         returns = self.test_returns if test_mode else self.train_returns
         for k, v in info.items():
@@ -58,7 +66,7 @@ class RunnerBase:
         stats["ep_length"] = stats.get("ep_length", 0) + length
         returns.append(episode_return)
 
-    def maybe_log(self, test_mode, epsilon=None):
+    def maybe_log(self, test_mode: bool, epsilon: float | None = None) -> None:
         if test_mode:
             if len(self.test_returns) >= self.args.test_nepisode:
                 self._log(self.test_returns, self.test_stats, "test_")

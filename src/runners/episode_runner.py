@@ -1,30 +1,39 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from envs import REGISTRY as env_REGISTRY
 from runners.base import RunnerBase, env_data
 
+if TYPE_CHECKING:  # annotations only
+    from components.episode_buffer import EpisodeBatch
+    from utils.logger import Logger
+
 
 class EpisodeRunner(RunnerBase):
     """One env in this process; each run() plays one episode."""
 
-    def __init__(self, args, logger):
+    def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         super().__init__(args, logger)
         self.batch_size = 1
         self.env = env_REGISTRY[args.env](**args.env_args)
         self.episode_limit = self.env.episode_limit
         self.t = 0
 
-    def get_env_info(self):
+    def get_env_info(self) -> dict:
         return self.env.get_env_info()
 
-    def save_replay(self):
+    def save_replay(self) -> list[str | None]:
         """-> [the path the env wrote, or None]."""
         return [self.env.save_replay()]
 
-    def close_env(self):
+    def close_env(self) -> None:
         self.env.close()
 
-    def run(self, test_mode=False):
+    def run(self, test_mode: bool = False) -> EpisodeBatch:
         batch = self.new_batch()
         self.env.reset()
         self.t = 0

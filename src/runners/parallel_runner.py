@@ -1,14 +1,22 @@
+from __future__ import annotations
+
 import ctypes
 import multiprocessing as mp
 import os
 import signal
 import sys
 import traceback
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from envs import REGISTRY as env_REGISTRY
 from runners.base import RunnerBase, env_data
+
+if TYPE_CHECKING:  # annotations only
+    from components.episode_buffer import EpisodeBatch
+    from utils.logger import Logger
 
 
 class EnvWorkerError(RuntimeError):
@@ -59,8 +67,6 @@ def env_worker(remote, env_name, env_args, parent_pid=None):
                 remote.send(("ok", env_data(env)))
             elif cmd == "get_env_info":
                 remote.send(("ok", env.get_env_info()))
-            elif cmd == "get_stats":
-                remote.send(("ok", env.get_stats()))
             elif cmd == "save_replay":
                 remote.send(("ok", env.save_replay()))
             elif cmd == "close":
@@ -83,7 +89,7 @@ def env_worker(remote, env_name, env_args, parent_pid=None):
 class ParallelRunner(RunnerBase):
     """batch_size_run envs, one worker process each; each run() plays one episode per env."""
 
-    def __init__(self, args, logger):
+    def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         super().__init__(args, logger)
         self.batch_size = args.batch_size_run
         # fork is fast and safe here: workers never touch torch.
@@ -133,14 +139,14 @@ class ParallelRunner(RunnerBase):
         return self._recv(i)
 
     # --- runner interface -------------------------------------------------------------------
-    def get_env_info(self):
+    def get_env_info(self) -> dict:
         return self.env_info
 
-    def save_replay(self):
+    def save_replay(self) -> list[str | None]:
         """-> the path each env wrote (None where it writes none)."""
         return [self._call(i, "save_replay") for i in range(self.batch_size)]
 
-    def close_env(self):
+    def close_env(self) -> None:
         if self.closed:
             return
         self.closed = True
@@ -165,7 +171,7 @@ class ParallelRunner(RunnerBase):
         self.t = 0
         return batch
 
-    def run(self, test_mode=False):
+    def run(self, test_mode: bool = False) -> EpisodeBatch:
         batch = self._reset()
         n = self.batch_size
         self.start_episode(batch)

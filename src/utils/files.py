@@ -5,7 +5,7 @@ import errno
 import os
 import socket
 import tempfile
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # A RUNNING record whose heartbeat (every 10 s) is older than this belongs to a dead process.

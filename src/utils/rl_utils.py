@@ -39,6 +39,10 @@ class RunningMeanStd:
         self.count = state["count"]
 
 
+# The value an unavailable action gets before a max or argmax over actions: below any real Q.
+UNAVAILABLE_Q = -9999999.0
+
+
 def bootstrap_terminated(batch, episode_limit, time_limit_bootstrap):
     """[B, T, 1] float termination flags for the targets.
 
@@ -65,9 +69,9 @@ def bootstrap_values(online_next, target_next, avail_next, double_q):
     double_q: the online network picks the action and the target network values it."""
     unavailable = avail_next == 0
     if double_q:  # the chosen action is available, so the target values need no mask
-        best = online_next.masked_fill(unavailable, -9999999).argmax(dim=3, keepdim=True)
+        best = online_next.masked_fill(unavailable, UNAVAILABLE_Q).argmax(dim=3, keepdim=True)
         return torch.gather(target_next, 3, best).squeeze(3)
-    return target_next.masked_fill(unavailable, -9999999).max(dim=3)[0]
+    return target_next.masked_fill(unavailable, UNAVAILABLE_Q).max(dim=3)[0]
 
 
 def lambda_returns(rewards, terminated, mask, target_qs, gamma, td_lambda):
