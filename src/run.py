@@ -167,6 +167,28 @@ def check_buffer_memory(args, scheme, groups, max_seq_length):
             f"{need / 2**30:.1f} GiB, more than this machine's "
             f"{total / 2**30:.1f} GiB of memory allows; use buffer_size={fit} or less"
         )
+    available = available_memory()
+    if available is not None and need > available:
+        # The buffer's pages are taken as it fills, so this may still end well if other jobs
+        # finish first; if not, the OS kills the run (a corridor run with the default buffer
+        # needs 12 GiB: two at once on a 24 GiB machine were killed).
+        fit = max(1, int(0.8 * available / (per_step * max_seq_length)))
+        get_console_logger().warning(
+            f"the replay buffer will take {need / 2**30:.1f} GiB as it fills, but only "
+            f"{available / 2**30:.1f} GiB are available now (other jobs); buffer_size={fit} fits"
+        )
+
+
+def available_memory():
+    """Bytes of memory available to new allocations (Linux's MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def env_info_summary(info):

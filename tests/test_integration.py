@@ -205,3 +205,22 @@ def test_train_interval_steps_sets_the_update_cadence(steps, interval, ready_aft
     learner = _Learner()
     run._train(args, _CountingRunner(steps), _Buffer(ready_after), learner, _Logger(), 0, 0)
     assert learner.updates_at == expected
+
+
+def test_buffer_larger_than_the_available_memory_is_warned_about(tmp_path, monkeypatch, caplog):
+    import logging
+
+    import run
+
+    monkeypatch.setattr(run, "available_memory", lambda: 1024)
+    with caplog.at_level(logging.WARNING, logger="marl"):
+        logger = logging.getLogger("marl")
+        logger.propagate = True  # let caplog see the console logger's records
+        try:
+            assert run_main(tmp_path, "qmix") == 0
+        finally:
+            logger.propagate = False
+    assert any(
+        "the replay buffer will take" in r.getMessage() and "buffer_size=" in r.getMessage()
+        for r in caplog.records
+    )
