@@ -96,7 +96,9 @@ def bootstrap_band(matrix, rng):
     if n < 2:
         return mean, mean, mean
     idx = rng.integers(0, n, size=(BOOTSTRAP, n))
-    means = np.nanmean(matrix[idx], axis=1)  # [BOOTSTRAP, columns]
+    with warnings.catch_warnings():  # a resample of only runs that end earlier: NaN, on purpose
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = np.nanmean(matrix[idx], axis=1)  # [BOOTSTRAP, columns]
     return mean, np.nanpercentile(means, 2.5, axis=0), np.nanpercentile(means, 97.5, axis=0)
 
 
