@@ -426,3 +426,15 @@ def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, mo
     tests, summaries = m["test_return_mean"]["steps"], m["episode"]["steps"]
     assert summaries and set(summaries) <= set(tests), (summaries, tests)
     assert tests[0] <= 25 and all(b - a <= 100 + 25 for a, b in zip(tests, tests[1:], strict=False))
+
+
+def test_runs_use_one_torch_thread_by_default(tmp_path):
+    import torch
+
+    assert load_config([])["torch_threads"] == 1
+    torch.set_num_threads(2)
+    try:
+        assert run_main(tmp_path, "qmix", extra=["t_max=30"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(1)

@@ -181,3 +181,35 @@ def test_ray_backend_runs_a_tiny_sweep(tmp_path):
     for r in runs:
         with open(os.path.join(r, "run.json")) as f:
             assert json.load(f)["status"] == "COMPLETED"
+
+
+def test_a_run_killed_without_a_record_is_reported_and_left_out(swept, tmp_path, capsys):
+    # A copy of a finished run whose run.json still says RUNNING, for a process that is gone.
+    import subprocess
+    import sys
+
+    root, _ = swept
+    runs = sorted(glob.glob(str(root / "results" / "sacred" / "tiny" / "*" / "*" / "*" / "[0-9]*")))
+    died = os.path.join(os.path.dirname(runs[0]), "92")
+    shutil.copytree(runs[0], died)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with open(os.path.join(died, "run.json")) as f:
+        info = json.load(f)
+    info["status"], info["host"]["pid"] = "RUNNING", gone.pid
+    with open(os.path.join(died, "run.json"), "w") as f:
+        json.dump(info, f)
+    try:
+        with pytest.warns(UserWarning):
+            df = load_runs([str(root / "results" / "sacred")])
+        assert df.groupby("run_dir").first().loc[died, "status"] == "DIED"
+        with pytest.warns(UserWarning):
+            plot.main([str(root / "results"), "--metric", "test_return_mean", "--out", str(tmp_path / "f")])
+        err = capsys.readouterr().err
+        assert "left out by --status: 1 DIED" in err
+        import pandas as pd
+
+        table = pd.read_csv(str(tmp_path / "f") + ".csv")
+        assert table["n_seeds"].sum() == 5  # 4 completed + the live RUNNING copy; not the dead one
+    finally:
+        shutil.rmtree(died)
