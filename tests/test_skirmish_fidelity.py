@@ -128,6 +128,22 @@ def test_reset_runs_two_loops():
     assert moved == pytest.approx(2 * 2.25 / 16, abs=1e-9)
 
 
+@pytest.mark.parametrize("offset", [0.0, 0.3, -0.3])
+def test_a_unit_walks_around_a_friend_that_stands(offset):
+    # SC2's local avoidance: a Marine ordered east past a standing Marine goes round it; pushing
+    # through would shove the standing one (this jammed attack-moving columns, and a trained QMIX
+    # policy won 5m_vs_6m 0.9 of the time by fighting the jammed enemy in detail).
+    env = SkirmishEnv(map_name="3m", seed=0, attack_jitter=False)
+    clear_scene(env, {0, 1})
+    env.pos[0], env.pos[1] = (12.0, 16.0 + offset), (10.8, 16.0)
+    for _ in range(3):
+        env.step([1, 2 + Direction.EAST, 0])  # agent 0 stops, agent 1 moves east
+    # pushing through shoved it 1.46 (dead ahead) or 0.33 cells and stalled behind it
+    assert np.linalg.norm(env.pos[0] - (12.0, 16.0 + offset)) < 0.15
+    assert env.pos[1, 0] > env.pos[0, 0] + 1.0  # the walker got past it
+    assert np.linalg.norm(env.pos[1] - env.pos[0]) >= 0.75 - 1e-6  # never overlapping
+
+
 # --- duels against SC2's rules worked by hand ---------------------------------------------------
 def duel_env(name, a, e, pa, pe):
     env = SkirmishEnv(map_name=name, seed=0, attack_jitter=False, step_mul=1)

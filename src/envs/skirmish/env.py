@@ -7,7 +7,8 @@ every game loop resolved (sim.py), units created in the map's order and packed a
 points (spawn.py), enemies that attack-move, acquire, chase and retaliate, enemy Medivacs that
 heal, Baneling bursts on contact and on death, Colossus beams, per-hit shields and armour, random
 cooldown variation (attack_jitter), paths around walls (terrain.py). Approximate: collisions are
-pairwise pushes, not SC2's; acquisition radii and the jitter's range are calibrated guesses.
+pairwise pushes with local avoidance (moving units steer round standing friends), not SC2's;
+acquisition radii and the jitter's range are calibrated guesses.
 """
 
 import math

@@ -38,6 +38,8 @@ BEAM_HALF_LENGTH = 1.4  # Colossus beam: a 2.8 x 0.3 bar across the line of fire
 BEAM_HALF_WIDTH = 0.15
 MIN_HIT = 0.5  # SC2's least damage a hit does to health
 RETALIATE_LOOPS = 16  # an enemy hit within this many loops answers its attacker
+AVOID_LOOKAHEAD = 1.0  # cells ahead within which a standing friend is steered around
+AVOID_MARGIN = 0.05  # clearance kept when passing it
 ARRIVE = 0.5  # enemies stop this close to their attack-move point
 
 # unit order kinds
@@ -295,6 +297,9 @@ def run_loops(
                 tx, ty = _waypoint(grid, fields, pos[i, 0], pos[i, 1], tx, ty)
             dx, dy = tx - pos[i, 0], ty - pos[i, 1]
             length = math.hypot(dx, dy)
+            if length > 1e-9:
+                dx, dy = _steer(flt, ints, alive, moving, facing, pos, i, dx / length, dy / length)
+                dx, dy = dx * length, dy * length
             step = flt[i, SPEED]
             if not ints[i, SCRIPTED] and order[i] == MOVE and target[i] < 0:
                 left = math.hypot(dest[i, 0] - pos[i, 0], dest[i, 1] - pos[i, 1])
@@ -422,6 +427,43 @@ def run_loops(
                 sh[i] = min(sh[i] + SHIELD_REGEN, flt[i, SH_MAX])
             if ints[i, REGEN] and hp[i] < flt[i, HP_MAX]:
                 hp[i] = min(hp[i] + ZERG_REGEN, flt[i, HP_MAX])
+
+
+@njit(cache=True)
+def _steer(flt, ints, alive, moving, facing, pos, i, ux, uy):
+    """Local avoidance: the direction in which unit i, heading (ux, uy), passes the nearest
+    standing friend in its way (same collision class, centre within one cell ahead and less than
+    the sum of radii to the side), aiming at the point beside it; (ux, uy) when nothing blocks.
+    SC2's units flow around allies that stopped to shoot, so a column attack-moving into a fight
+    spreads into a concave; pushing through them instead jams the rear units behind the front."""
+    team, best, best_side, bj = ints[i, TEAM], np.inf, -np.inf, -1
+    for j in range(pos.shape[0]):
+        if j == i or not alive[j] or moving[j] or ints[j, TEAM] != team or ints[j, CLASS] != ints[i, CLASS]:
+            continue
+        rx, ry = pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]
+        ahead = rx * ux + ry * uy
+        side = ux * ry - uy * rx
+        reach = flt[i, RADIUS] + flt[j, RADIUS]
+        if not (0.0 < ahead <= reach + AVOID_LOOKAHEAD and abs(side) < reach):
+            continue
+        # nearest first; equals by side, never by unit order (which differs between the teams)
+        if ahead < best - 1e-6 or (ahead <= best + 1e-6 and side > best_side + 1e-6):
+            best, best_side, bj = ahead, side, j
+    if bj < 0:
+        return ux, uy
+    rx, ry = pos[bj, 0] - pos[i, 0], pos[bj, 1] - pos[i, 1]
+    side = ux * ry - uy * rx  # > 0: the friend is on the left of the heading
+    if abs(side) < 1e-6:  # dead ahead (to rounding): pass on its right, as the mirrored unit does
+        side = 1.0
+    reach = flt[i, RADIUS] + flt[bj, RADIUS] + AVOID_MARGIN
+    # the point beside the friend, on the side away from it
+    px = pos[bj, 0] + uy * reach * (1.0 if side > 0.0 else -1.0)
+    py = pos[bj, 1] - ux * reach * (1.0 if side > 0.0 else -1.0)
+    vx, vy = px - pos[i, 0], py - pos[i, 1]
+    norm = math.hypot(vx, vy)
+    if norm < 1e-9:
+        return ux, uy
+    return vx / norm, vy / norm
 
 
 @njit(cache=True)
