@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from config import CONFIG_DIR, load_config, load_yaml
+from config import CONFIG_DIR, available, load_config, load_yaml
 from utils.errors import ConfigError
 
 ROOT = os.path.dirname(CONFIG_DIR)
@@ -67,9 +67,8 @@ def test_test_nepisode_rounded_to_runner_batches():
     [
         (
             ["--config=qmx"],
-            "unknown --config name 'qmx'; valid choices: "
-            "differ_qmix, differ_qmix_parallel, differ_qmix_transformer, differ_vdn, iql, maddpg, "
-            "qmix, qmix_transformer, vdn (did you mean 'qmix'?)",
+            f"unknown --config name 'qmx'; valid choices: {', '.join(available('algs'))} "
+            "(did you mean 'qmix'?)",
         ),
         (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
         (["with", "t_mx=5"], "unknown config key 't_mx'"),
@@ -226,3 +225,19 @@ def test_transition_batches_fall_back_to_episodes_for_agents_with_memory(capsys)
     cfg = load_config(["--config=maddpg", "--env-config=mpe", "with", "agent=rnn"])
     assert cfg["transition_batch_size"] == 0 and cfg["batch_size"] == 32
     assert "agent='rnn' needs whole episodes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("base", ["qmix", "vdn"])
+def test_pymarl_baselines_differ_from_differ_only_in_what_differ_adds(base):
+    # qmix_pymarl / vdn_pymarl are the like-for-like bases of differ_qmix / differ_vdn: the same
+    # optimiser, targets and schedules; the DIFFER config adds its learner and selection only.
+    plain = load_config([f"--config={base}_pymarl"])
+    differ = load_config([f"--config=differ_{base}"])
+    tuned = load_config([f"--config={base}"])
+    assert (plain["optimizer"], plain["td_lambda"], plain["optim_eps"]) == ("rmsprop", 0.0, 1e-5)
+    assert (tuned["optimizer"], tuned["optim_eps"]) == ("adam", 1e-8)  # PyMARL2's, not the base
+    differ_only = {"name", "learner", "runner", "selected", "selected_ratio", "selected_alpha"}
+    same = {k for k in plain if k not in differ_only and k not in ("alg_config",)}
+    diffs = {k: (plain[k], differ[k]) for k in same if plain[k] != differ[k]}
+    assert diffs == {}, diffs
+    assert plain["learner"] == "q_learner" and differ["learner"] == "q_divide_learner"
