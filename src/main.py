@@ -66,7 +66,24 @@ def _not_sacred_abort(record):
     return not str(record.msg).startswith("Aborted after")
 
 
+def die_with_parent():
+    """Under a sweep (MARL_PARENT_PID set): a SIGTERM when the sweep dies, however it dies, so the
+    run ends INTERRUPTED instead of running on as an orphan."""
+    parent = os.environ.get("MARL_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:  # the sweep died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv):
+    die_with_parent()
     console = get_console_logger()
     for handler in console.handlers:
         handler.addFilter(_not_sacred_abort)

@@ -25,7 +25,6 @@ the others go on; the exit code is 1 if any failed.
 
 import argparse
 import concurrent.futures
-import ctypes
 import hashlib
 import itertools
 import json
@@ -155,19 +154,12 @@ def log_path(run, spec):
     return os.path.join(folder, f"{run['config']}_seed{run['seed']}_{run['key']}.log")
 
 
-def child_setup():
-    """In each run's process: end (as INTERRUPTED, through its SIGTERM handler) when the sweep
-    dies, however it dies."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-
-
 def run_env():
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # runs share the cores
+    # main.py ends the run (as INTERRUPTED) when this process dies, however it dies; set there,
+    # not in a preexec_fn, which is unsafe in this threaded process
+    env["MARL_PARENT_PID"] = str(os.getpid())
     return env
 
 
@@ -193,7 +185,6 @@ class LocalRuns:
                     env=run_env(),
                     cwd=ROOT,
                     start_new_session=True,
-                    preexec_fn=child_setup,
                 )
             self.procs.add(p)
         try:

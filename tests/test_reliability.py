@@ -438,3 +438,31 @@ def test_runs_use_one_torch_thread_by_default(tmp_path):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(1)
+
+
+def test_runs_of_a_killed_sweep_end_interrupted(tmp_path):
+    spec = {
+        "experiment": "orphan",
+        "config": "qmix",
+        "env_config": "mpe",
+        "seeds": [1],
+        "workers": 1,
+        "overrides": {"t_max": 10000000, "local_results_path": str(tmp_path)},
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(spec))
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(SRC, "sweep.py"), str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    run = os.path.join(str(tmp_path), "sacred", "orphan", "mpe", "simple_spread_v3", "qmix", "1", "run.json")
+    assert wait_for(lambda: os.path.exists(run))
+    proc.kill()  # kill -9: the sweep cannot tell its runs anything
+    proc.wait()
+
+    def status():
+        with open(run) as f:
+            return json.load(f)["status"]
+
+    assert wait_for(lambda: status() == "INTERRUPTED", timeout=30), status()
