@@ -23,22 +23,29 @@ MAIN = os.path.join(ROOT, "src", "main.py")
 SPIN = "while True:\n    pass\n"
 
 
-def timed_run(steps, threads, extra, results):
-    cmd = [
+def qmix_command(results, *overrides):
+    return [
         sys.executable,
         MAIN,
         "--config=qmix",
         "--env-config=mpe",
         "with",
+        f"local_results_path={results}",
+        *overrides,
+    ]
+
+
+def timed_run(steps, threads, extra, results):
+    cmd = qmix_command(
+        results,
         f"t_max={steps}",
         f"torch_threads={threads}",
         "seed=1",
         "test_interval=10000",
         "test_nepisode=32",
         f"log_interval={max(steps, 1)}",
-        f"local_results_path={results}",
         *extra,
-    ]
+    )
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
     return time.perf_counter() - start
@@ -56,16 +63,7 @@ def start_busy(kind, results, n):
         if kind == "spin":
             cmd = [sys.executable, "-c", SPIN]
         else:
-            cmd = [
-                sys.executable,
-                MAIN,
-                "--config=qmix",
-                "--env-config=mpe",
-                "with",
-                "t_max=100000000",
-                "torch_threads=1",
-                f"local_results_path={results}",
-            ]
+            cmd = qmix_command(results, "t_max=100000000", "torch_threads=1")
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     time.sleep(5 if kind == "train" else 1)  # let a training run get past its start-up
     return procs

@@ -15,6 +15,7 @@ from config import USAGE, load_config, results_base  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import disk_full_message, is_disk_full  # noqa: E402
 from utils.logger import get_console_logger  # noqa: E402
+from utils.processes import signal_on_parent_death  # noqa: E402
 
 
 def results_folder(config):
@@ -70,16 +71,8 @@ def die_with_parent():
     """Under a sweep (MARL_PARENT_PID set): a SIGTERM when the sweep dies, however it dies, so the
     run ends INTERRUPTED instead of running on as an orphan."""
     parent = os.environ.get("MARL_PARENT_PID")
-    if not parent or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if str(os.getppid()) != parent:  # the sweep died before the request took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+    if parent and not signal_on_parent_death(signal.SIGTERM, int(parent)):
+        os.kill(os.getpid(), signal.SIGTERM)  # the sweep died before the request took effect
 
 
 def main(argv):

@@ -198,6 +198,38 @@ def read(path, name):
         return json.load(f) if name.endswith(".json") else f.read()
 
 
+def brief_training_argv(config, *extra):
+    """A short MPE run that still trains (tiny batches, updates from the first episodes)."""
+    return [
+        f"--config={config}",
+        "--env-config=mpe",
+        "with",
+        "seed=1",
+        "t_max=120",
+        "test_interval=100",
+        "test_nepisode=1",
+        "batch_size=2",
+        "buffer_size=10",
+        "env_args.max_cycles=10",
+        "learner_log_interval=10",
+        "transition_batch_size=0",
+        *extra,
+    ]
+
+
+def learner_args(**overrides):
+    """make_args for learners on make_batch's shapes."""
+    return make_args(
+        n_agents=N,
+        n_actions=A,
+        state_shape=S,
+        obs_shape=OBS,
+        episode_limit=L - 1,
+        learner_log_interval=0,
+        **overrides,
+    )
+
+
 LOSS_KEYS = ("loss", "q_loss", "critic_loss")  # what each learner family logs as its loss
 
 

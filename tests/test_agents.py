@@ -143,24 +143,9 @@ def test_supervised_fit_reaches_every_parameter(layout):
     ],
 )
 def test_transformer_trains_with_every_learner(tmp_path, config, extra):
-    from helpers import assert_trains
+    from helpers import assert_trains, brief_training_argv
 
-    argv = [
-        f"--config={config}",
-        "--env-config=mpe",
-        "with",
-        "seed=1",
-        "t_max=120",
-        "test_interval=100",
-        "test_nepisode=1",
-        "batch_size=2",
-        "buffer_size=10",
-        "env_args.max_cycles=10",
-        "learner_log_interval=10",
-        "transition_batch_size=0",
-        *extra,
-    ]
-    assert_trains(tmp_path, argv)
+    assert_trains(tmp_path, brief_training_argv(config, *extra))
 
 
 @pytest.mark.parametrize("agent", ["mlp", "rnn"])

@@ -12,7 +12,7 @@ import torch
 
 import main
 from controllers import REGISTRY as mac_REGISTRY
-from helpers import OBS, A, L, N, S, make_args, make_batch
+from helpers import N, learner_args, make_batch
 from learners import REGISTRY as le_REGISTRY
 from learners.selection import per_beta, selected_ratio, selection_weights
 from utils.logger import Logger, get_console_logger
@@ -22,20 +22,8 @@ GAMMA = 0.9
 
 
 def make_divide_learner(mixer="qmix", selected="all", **kw):
-    args = make_args(
-        n_agents=N,
-        n_actions=A,
-        state_shape=S,
-        obs_shape=OBS,
-        episode_limit=L - 1,
-        mixer=mixer,
-        agent="rnn",
-        learner_log_interval=0,
-        selected=selected,
-        gamma=GAMMA,
-        time_limit_bootstrap=True,
-        t_max=1000,
-        **kw,
+    args = learner_args(
+        mixer=mixer, agent="rnn", selected=selected, gamma=GAMMA, time_limit_bootstrap=True, t_max=1000, **kw
     )
     scheme = make_batch().scheme
     mac = mac_REGISTRY["basic_mac"](scheme, {"agents": N}, args)

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from config import available
-from helpers import METRICS, assert_trains, read, run_main, sacred_runs
+from helpers import METRICS, assert_trains, brief_training_argv, read, run_main, sacred_runs
 
 
 @pytest.mark.slow
@@ -14,22 +14,7 @@ from helpers import METRICS, assert_trains, read, run_main, sacred_runs
 def test_every_algorithm_config_trains(tmp_path, alg):
     # Every file in config/algs/, without a list to keep up to date: a short run on MPE that
     # completes, logs a finite loss and changes the agent network.
-    argv = [
-        f"--config={alg}",
-        "--env-config=mpe",
-        "with",
-        "seed=1",
-        "t_max=120",
-        "test_interval=100",
-        "test_nepisode=1",
-        "batch_size=2",
-        "buffer_size=10",
-        "env_args.max_cycles=10",
-        "learner_log_interval=10",
-        "transition_batch_size=0",
-        "transformer_n_layers=1",
-    ]
-    assert_trains(tmp_path, argv)
+    assert_trains(tmp_path, brief_training_argv(alg, "transformer_n_layers=1"))
 
 
 @pytest.mark.parametrize("alg", ["qmix", "vdn", "iql"])

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from controllers import REGISTRY as mac_REGISTRY
-from helpers import OBS, A, L, N, S, make_args, make_batch
+from helpers import OBS, A, L, N, S, learner_args, make_args, make_batch
 from learners import REGISTRY as le_REGISTRY
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.errors import ConfigError
@@ -14,17 +14,7 @@ from utils.rl_utils import bootstrap_values, soft_update, valid_mask
 
 
 def make_learner(mixer="vdn", agent="rnn", **kw):
-    args = make_args(
-        n_agents=N,
-        n_actions=A,
-        state_shape=S,
-        obs_shape=OBS,
-        episode_limit=L - 1,
-        mixer=mixer,
-        agent=agent,
-        learner_log_interval=0,
-        **kw,
-    )
+    args = learner_args(mixer=mixer, agent=agent, **kw)
     scheme = make_batch().scheme
     mac = mac_REGISTRY["basic_mac"](scheme, {"agents": N}, args)
     logger = Logger(get_console_logger())

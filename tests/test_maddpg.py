@@ -9,6 +9,7 @@ import os
 import pytest
 import torch
 
+import helpers
 import main
 from controllers import REGISTRY as mac_REGISTRY
 from helpers import make_args
@@ -428,18 +429,7 @@ def test_ensemble_runs_end_to_end_and_resumes(tmp_path, capsys):
 
 
 # --- end to end ------------------------------------------------------------------------------
-QUICK = [
-    "t_max=200",
-    "test_interval=100",
-    "test_nepisode=2",
-    "log_interval=100",
-    "runner_log_interval=100",
-    "learner_log_interval=100",
-    "batch_size=4",
-    "transition_batch_size=40",
-    "buffer_size=50",
-    "env_args.max_cycles=10",
-]
+QUICK = [*helpers.QUICK, "t_max=200", "transition_batch_size=40", "env_args.max_cycles=10"]  # later wins
 
 
 def sacred_run(results):

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -13,6 +12,7 @@ import numpy as np
 
 from envs import REGISTRY as env_REGISTRY
 from runners.base import RunnerBase, env_data
+from utils.processes import signal_on_parent_death
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -24,15 +24,9 @@ class EnvWorkerError(RuntimeError):
 
 
 def die_with_parent(parent_pid):
-    """Ask Linux to kill this process when its parent dies, however it dies (kill -9, the OOM
-    killer). Forked workers inherit each other's pipe ends, so the pipe alone may never show EOF."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent_pid:  # the parent died before the request took effect
+    """Killed when the parent dies, however it dies: forked workers inherit each other's pipe
+    ends, so the pipe alone may never show EOF."""
+    if not signal_on_parent_death(signal.SIGKILL, parent_pid):
         os._exit(1)
 
 
