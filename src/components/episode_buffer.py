@@ -230,6 +230,23 @@ class EpisodeBatch:
     def max_t_filled(self) -> int:
         return int(self.data.transition_data["filled"].sum(1).max())
 
+    @classmethod
+    def cat(cls, parts: list[EpisodeBatch]) -> EpisodeBatch:
+        """The episodes of several batches of one scheme and length, as one batch."""
+        first = parts[0]
+        if len(parts) == 1:
+            return first
+        data = SimpleNamespace(
+            transition_data={
+                k: torch.cat([p.data.transition_data[k] for p in parts]) for k in first.data.transition_data
+            },
+            episode_data={
+                k: torch.cat([p.data.episode_data[k] for p in parts]) for k in first.data.episode_data
+            },
+        )
+        size = sum(p.batch_size for p in parts)
+        return cls(first.scheme, first.groups, size, first.max_seq_length, data=data, device=first.device)
+
     def __repr__(self):
         return (
             f"EpisodeBatch(batch_size={self.batch_size}, max_seq_length={self.max_seq_length}, "

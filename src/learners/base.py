@@ -54,11 +54,11 @@ class Learner:
         """Refuse settings this learner cannot use (ConfigError); called by config.validate."""
 
     # --- construction -----------------------------------------------------------------------
-    def add_network(self, name: str, online: Any) -> Any:
-        """Register a network (or the controller) and return its target copy."""
-        target = copy.deepcopy(online)
-        self._networks[name] = (online, target)
-        return target
+    def add_network(self, name: str, online: Any, target: bool = True) -> Any:
+        """Register a network (or the controller) and return its target copy (None without)."""
+        copied = copy.deepcopy(online) if target else None
+        self._networks[name] = (online, copied)
+        return copied
 
     def add_optimiser(self, name: str, params: list, lr: float | None = None) -> torch.optim.Optimizer:
         optimiser = make_optimiser(params, self.args, lr=lr)
@@ -99,15 +99,18 @@ class Learner:
         target_update_interval episodes)."""
         self.train_steps += 1
         if self.args.target_update_mode == "soft":
-            for online, target in self._networks.values():
+            for online, target in self._targets():
                 soft_update(_module(target), _module(online), self.args.tau)
         elif (episode_num - self.last_target_update_episode) / self.args.target_update_interval >= 1.0:
             self.update_targets_hard()
             self.last_target_update_episode = episode_num
 
     def update_targets_hard(self) -> None:
-        for online, target in self._networks.values():
+        for online, target in self._targets():
             _module(target).load_state_dict(_module(online).state_dict())
+
+    def _targets(self):
+        return [(online, target) for online, target in self._networks.values() if target is not None]
 
     # --- logging ----------------------------------------------------------------------------
     def log_due(self, t_env: int) -> bool:
@@ -123,7 +126,8 @@ class Learner:
     def to(self, device: str | torch.device) -> Learner:
         for online, target in self._networks.values():
             online.to(device)
-            target.to(device)
+            if target is not None:
+                target.to(device)
         return self
 
     def state_dict(self) -> dict:
@@ -133,7 +137,8 @@ class Learner:
         }
         for name, (online, target) in self._networks.items():
             state[name] = online.state_dict()
-            state[f"target_{name}"] = target.state_dict()
+            if target is not None:
+                state[f"target_{name}"] = target.state_dict()
         for name, optimiser in self._optimisers.items():
             state[name] = optimiser.state_dict()
         if self.reward_rms is not None:
@@ -143,7 +148,8 @@ class Learner:
     def load_state_dict(self, state: dict) -> None:
         for name, (online, target) in self._networks.items():
             online.load_state_dict(state[name])
-            target.load_state_dict(state[f"target_{name}"])
+            if target is not None:
+                target.load_state_dict(state[f"target_{name}"])
         for name, optimiser in self._optimisers.items():
             optimiser.load_state_dict(state[name])
         self.last_target_update_episode = state["last_target_update_episode"]

@@ -123,3 +123,135 @@ def gumbel_softmax_st(logits, temperature=1.0):
     soft = gumbel_softmax(logits, temperature)
     hard = torch.nn.functional.one_hot(soft.argmax(dim=-1), logits.shape[-1]).to(soft.dtype)
     return hard - soft.detach() + soft
+
+
+# --- policy-gradient learners ----------------------------------------------------------------
+def masked_mean(x, mask):
+    """sum(x * mask) / sum(mask), mask broadcast to x; 0 when the mask is empty."""
+    mask = mask.expand_as(x)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def masked_mean_std(x, mask):
+    """Mean and population std of the entries of x where mask is 1."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return mean, var.sqrt()
+
+
+def nstep_returns(rewards, terminated, mask, values, gamma, n):
+    """n-step returns [B, T, n_cols]: for each valid t, with e the first index after t where the
+    window of n transitions or the episode ends,
+
+        G[t] = sum_{k=t}^{e-1} gamma^(k-t) r[k]  +  gamma^(e-t) (1 - d[e-1]) V[e]
+
+    rewards [B, T, n_cols]; terminated, mask [B, T, 1 or n_cols]; values [B, T+1, n_cols].
+    A loop over the n offsets (not over batch or time): each adds one shifted term."""
+    T = rewards.shape[1]
+    m = mask.expand_as(rewards)
+    d = terminated.expand_as(rewards)
+    pad = lambda x: torch.cat([x, x.new_zeros(x.shape[0], n + 1, *x.shape[2:])], dim=1)  # noqa: E731
+    r, mp, dp, vp = pad(rewards * m), pad(m), pad(d), pad(values[:, 1:])
+    returns = torch.zeros_like(rewards)
+    for j in range(n):  # transition t+j of the window
+        returns = returns + gamma**j * r[:, j : j + T]
+        # the window ends after transition t+j: it was valid, and it is the n-th or the last one
+        ends = mp[:, j : j + T] * (1.0 if j == n - 1 else 1 - mp[:, j + 1 : j + 1 + T])
+        returns = returns + gamma ** (j + 1) * ends * (1 - dp[:, j : j + T]) * vp[:, j : j + T]
+    return returns * m
+
+
+def gae(rewards, terminated, mask, values, next_values, gamma, lam):
+    """GAE(lambda) advantages and lambda-returns [B, T, n_cols].
+
+    delta[t] = r[t] + gamma (1 - d[t]) Vb[t+1] - V[t], masked; A[t] = sum_k (gamma lam)^(k-t)
+    delta[k] along the episode (one matrix product over time); G = A + V. values: V [B, T, n]
+    (the critic at step t); next_values: Vb [B, T+1, n] (the bootstrap source)."""
+    T = rewards.shape[1]
+    m = mask.expand_as(rewards)
+    delta = (rewards + gamma * (1 - terminated) * next_values[:, 1:] - values) * m
+    t = torch.arange(T, device=rewards.device)
+    offset = t[None, :] - t[:, None]  # k - t
+    c = gamma * lam
+    weights = torch.where(
+        offset >= 0, (c ** offset.clamp(min=0).to(delta.dtype)), torch.zeros((), device=delta.device)
+    )
+    advantages = torch.einsum("tk,bkn->btn", weights, delta) * m
+    return advantages, (advantages + values) * m
+
+
+def huber(e, delta):
+    """0.5 e^2 where |e| <= delta, delta (|e| - delta / 2) beyond."""
+    a = e.abs()
+    return torch.where(a <= delta, 0.5 * e**2, delta * (a - 0.5 * delta))
+
+
+def ppo_clip_objective(logp, logp_old, advantages, eps):
+    """Per-entry clipped surrogate min(rho A, clip(rho, 1 - eps, 1 + eps) A) and the ratio rho."""
+    ratio = torch.exp(logp - logp_old)
+    return torch.min(ratio * advantages, ratio.clamp(1 - eps, 1 + eps) * advantages), ratio
+
+
+class ValueNorm:
+    """Statistics of value targets: the critic learns normalise(G), values are denormalised
+    wherever they enter a return or an advantage.
+
+    ema (MAPPO): scalar debiased moving averages of mean and mean square, rate beta, one update
+    per call, variance floored at 1e-2. running (EPyMARL's standardise_returns): per-agent
+    (column) running mean and variance of every target seen (Chan's update)."""
+
+    def __init__(self, mode, n_cols, beta=0.99999, device="cpu"):
+        self.mode = mode
+        self.beta = beta
+        shape = () if mode == "ema" else (n_cols,)
+        self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
+        self.sq = torch.zeros(shape, dtype=torch.float64, device=device)  # ema: E[x^2]; running: var
+        self.weight = torch.zeros(shape, dtype=torch.float64, device=device)  # ema: debias; running: count
+        if mode == "running":
+            self.sq.fill_(1.0)
+            self.weight.fill_(1e-4)
+
+    def update(self, x, mask):
+        """Absorb the entries of x [..., n_cols] where mask is 1."""
+        x = x.double()
+        mask = mask.double().expand_as(x)
+        if self.mode == "ema":
+            count = mask.sum().clamp(min=1.0)
+            b = self.beta
+            self.mean = b * self.mean + (1 - b) * (x * mask).sum() / count
+            self.sq = b * self.sq + (1 - b) * (x**2 * mask).sum() / count
+            self.weight = b * self.weight + (1 - b)
+            return
+        dims = tuple(range(x.dim() - 1))
+        count = mask.sum(dims)
+        mean = (x * mask).sum(dims) / count.clamp(min=1.0)
+        var = (((x - mean) ** 2) * mask).sum(dims) / count.clamp(min=1.0)
+        total = self.weight + count
+        delta = mean - self.mean
+        self.mean = self.mean + delta * count / total
+        m2 = self.sq * self.weight + var * count + delta**2 * self.weight * count / total
+        self.sq = m2 / total
+        self.weight = total
+
+    def stats(self):
+        """-> mean, std used for (de)normalising."""
+        if self.mode == "ema":
+            w = self.weight.clamp(min=1e-5)
+            mean, sq = self.mean / w, self.sq / w
+            return mean, (sq - mean**2).clamp(min=1e-2).sqrt()
+        return self.mean, self.sq.clamp(min=1e-8).sqrt()
+
+    def normalise(self, x):
+        mean, std = self.stats()
+        return ((x - mean) / std).to(x.dtype)
+
+    def denormalise(self, y):
+        mean, std = self.stats()
+        return (y * std + mean).to(y.dtype)
+
+    def state_dict(self):
+        return {"mean": self.mean, "sq": self.sq, "weight": self.weight}
+
+    def load_state_dict(self, state):
+        for k in ("mean", "sq", "weight"):
+            setattr(self, k, state[k].to(self.mean.device))
