@@ -55,7 +55,7 @@ def load_yaml(path):
 
 def load_named(kind, name, flag):
     if name not in available(kind):
-        raise ConfigError(unknown_name_message(f"{flag} name", name, available(kind)))
+        raise ConfigError(unknown_name_message(f"{flag} name", name, available(kind), f"config/{kind}/"))
     return load_yaml(os.path.join(CONFIG_DIR, kind, f"{name}.yaml"))
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from components.episode_buffer import ReplayBuffer
+from components.episode_buffer import EpisodeBatch, ReplayBuffer
 from components.transforms import OneHot
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
@@ -108,19 +108,24 @@ def run_sequential(args, logger):
                 f"actions, but this env's are {args.action_space}"
             )
         scheme, groups, preprocess = build_scheme(args, env_info)
-        check_buffer_memory(args, scheme, groups, env_info["episode_limit"] + 1)
-        buffer_device = "cpu" if args.buffer_cpu_only else args.device
-        buffer = ReplayBuffer(
-            scheme,
-            groups,
-            args.buffer_size,
-            env_info["episode_limit"] + 1,
-            preprocess=preprocess,
-            device=buffer_device,
-        )
-        mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)
+        if le_REGISTRY[args.learner].on_policy:  # trains on the episodes just played: no replay
+            buffer = None
+            full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
+        else:
+            check_buffer_memory(args, scheme, groups, env_info["episode_limit"] + 1)
+            buffer_device = "cpu" if args.buffer_cpu_only else args.device
+            buffer = ReplayBuffer(
+                scheme,
+                groups,
+                args.buffer_size,
+                env_info["episode_limit"] + 1,
+                preprocess=preprocess,
+                device=buffer_device,
+            )
+            full_scheme = buffer.scheme
+        mac = mac_REGISTRY[args.mac](full_scheme, groups, args)
         runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-        learner = le_REGISTRY[args.learner](mac, buffer.scheme, logger, args)
+        learner = le_REGISTRY[args.learner](mac, full_scheme, logger, args)
         learner.to(args.device)
         console.info(
             f"env {args.env} {env_info_summary(env_info)}; device {args.device}; "
@@ -210,11 +215,12 @@ def evaluate_sequential(args, runner, logger):
 
 def train_loop(args, runner, buffer, learner, logger, episode):
     t_start = runner.t_env
-    unit = (
-        f"{args.transition_batch_size} single transitions"
-        if args.transition_batch_size
-        else f"{args.batch_size} episodes"
-    )
+    if buffer is None:
+        unit = f"the {args.batch_size} episodes just played (on-policy)"
+    elif args.transition_batch_size:
+        unit = f"{args.transition_batch_size} single transitions"
+    else:
+        unit = f"{args.batch_size} episodes"
     logger.console_logger.info(f"training for {args.t_max} env steps; updates on batches of {unit}")
     # The loop makes many short-lived objects and no long-lived cycles: move everything built so
     # far out of the collector's view and collect less often (a few % of wall-clock time).
@@ -252,22 +258,25 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
 
     pending = 0  # env steps collected since the last update (train_interval_steps > 0)
     while runner.t_env <= args.t_max:
-        t_before = runner.t_env
-        episode_batch = runner.run(test_mode=False)
-        buffer.insert_episode_batch(episode_batch)
-        if args.train_interval_steps:
-            pending += runner.t_env - t_before
-            n_updates, pending = divmod(pending, args.train_interval_steps)
+        if buffer is None:
+            episode += train_on_policy(args, runner, learner, episode)
         else:
-            n_updates = 1
-        for _ in range(n_updates):
-            sample = draw_batch(args, buffer)
-            if sample is None:
-                break
-            if sample.device != args.device:
-                sample.to(args.device)
-            learner.train(sample, runner.t_env, episode)
-        episode += runner.batch_size
+            t_before = runner.t_env
+            episode_batch = runner.run(test_mode=False)
+            buffer.insert_episode_batch(episode_batch)
+            if args.train_interval_steps:
+                pending += runner.t_env - t_before
+                n_updates, pending = divmod(pending, args.train_interval_steps)
+            else:
+                n_updates = 1
+            for _ in range(n_updates):
+                sample = draw_batch(args, buffer)
+                if sample is None:
+                    break
+                if sample.device != args.device:
+                    sample.to(args.device)
+                learner.train(sample, runner.t_env, episode)
+            episode += runner.batch_size
 
         if runner.t_env >= next_test_t:
             next_test_t = next_multiple(runner.t_env, args.test_interval)
@@ -292,6 +301,18 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
     if args.save_model:
         save_model(args, runner, learner, episode)
     logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
+
+
+def train_on_policy(args, runner, learner, episode):
+    """Play batch_size episodes (batch_size_run at a time, no update in between, so all of them
+    come from the current policy), train once on them, and drop them. -> episodes played."""
+    parts = [runner.run(test_mode=False) for _ in range(args.batch_size // runner.batch_size)]
+    batch = EpisodeBatch.cat(parts)
+    batch = batch[:, : batch.max_t_filled()]
+    if batch.device != args.device:
+        batch.to(args.device)
+    learner.train(batch, runner.t_env, episode)
+    return batch.batch_size
 
 
 def draw_batch(args, buffer):

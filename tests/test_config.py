@@ -67,8 +67,8 @@ def test_test_nepisode_rounded_to_runner_batches():
     [
         (
             ["--config=qmx"],
-            f"unknown --config name 'qmx'; valid choices: {', '.join(available('algs'))} "
-            "(did you mean 'qmix'?)",
+            f"unknown --config name 'qmx'; did you mean qmix? ({len(available('algs'))} valid choices, "
+            "listed in config/algs/)",
         ),
         (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
         (["with", "t_mx=5"], "unknown config key 't_mx'"),

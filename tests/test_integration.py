@@ -13,8 +13,13 @@ from helpers import METRICS, assert_trains, brief_training_argv, read, run_main,
 @pytest.mark.parametrize("alg", available("algs"))
 def test_every_algorithm_config_trains(tmp_path, alg):
     # Every file in config/algs/, without a list to keep up to date: a short run on MPE that
-    # completes, logs a finite loss and changes the agent network.
-    assert_trains(tmp_path, brief_training_argv(alg, "transformer_n_layers=1"))
+    # completes, logs a finite loss and changes the agent network. Configs with parallel runners
+    # play 2 envs at a time (on-policy learners train on multiples of it).
+    from config import CONFIG_DIR, load_yaml
+
+    parallel = load_yaml(os.path.join(CONFIG_DIR, "algs", f"{alg}.yaml")).get("runner") == "parallel"
+    extra = ["batch_size_run=2"] if parallel else []
+    assert_trains(tmp_path, brief_training_argv(alg, "transformer_n_layers=1", *extra))
 
 
 @pytest.mark.parametrize("alg", ["qmix", "vdn", "iql"])

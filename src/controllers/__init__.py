@@ -1,6 +1,7 @@
 from utils.registry import Registry
 
+from .ac_controller import ACMAC
 from .basic_controller import BasicMAC
 from .maddpg_controller import MADDPGMAC
 
-REGISTRY = Registry("mac", {"basic_mac": BasicMAC, "maddpg_mac": MADDPGMAC})
+REGISTRY = Registry("mac", {"basic_mac": BasicMAC, "maddpg_mac": MADDPGMAC, "ac_mac": ACMAC})

@@ -55,6 +55,11 @@ class BasicMAC:
             agent_outputs[bs], avail_actions, t_env, test_mode=test_mode, bs=bs
         )
 
+    def env_actions(self, actions: torch.Tensor, ep_batch: EpisodeBatch, t: int, bs: Index) -> torch.Tensor:
+        """What the env receives for the stored `actions` (the same, unless a controller stores
+        raw samples that the env's bounds still have to be applied to)."""
+        return actions
+
     def forward(self, ep_batch: EpisodeBatch, t: int) -> torch.Tensor:
         """One step for every episode of the batch, carrying the hidden state: [B, N, A]."""
         x = self._to_rows(self._build_inputs(ep_batch, t, t + 1))  # [B * N, 1, in]
@@ -98,7 +103,7 @@ class BasicMAC:
         obs = batch["obs"][:, t0:t1]
         parts = [obs]
         if self.args.obs_last_action:
-            onehot = batch[self.form.last_action_key]
+            onehot = self.last_actions(batch)
             if t0 == 0:  # no action before the first step
                 last = torch.cat([torch.zeros_like(onehot[:, :1]), onehot[:, : t1 - 1]], dim=1)
             else:
@@ -109,6 +114,10 @@ class BasicMAC:
                 self._agent_ids = torch.eye(self.n_agents, device=obs.device)
             parts.append(self._agent_ids.expand(*obs.shape[:2], -1, -1))
         return torch.cat(parts, dim=-1) if len(parts) > 1 else obs
+
+    def last_actions(self, batch: EpisodeBatch) -> torch.Tensor:
+        """The actions an agent sees as its previous ones, [B, T, N, A]."""
+        return batch[self.form.last_action_key]
 
     def _get_input_shape(self, scheme):
         input_shape = scheme["obs"]["vshape"]

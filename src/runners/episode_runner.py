@@ -44,7 +44,8 @@ class EpisodeRunner(RunnerBase):
         while not terminated:
             batch.update(env_data(self.env), bs=0, ts=self.t)
             actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
-            reward, terminated, env_info = self.env.step(actions[0].cpu().numpy())
+            to_env = self.mac.env_actions(actions, batch, self.t, slice(None))
+            reward, terminated, env_info = self.env.step(to_env[0].cpu().numpy())
             episode_return = episode_return + np.asarray(reward, dtype=np.float64)
             batch.update(
                 {

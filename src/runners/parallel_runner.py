@@ -180,7 +180,7 @@ class ParallelRunner(RunnerBase):
                 batch, t_ep=self.t, t_env=self.t_env, bs=active, test_mode=test_mode
             )
             batch.update({"actions": actions}, bs=active, ts=self.t, mark_filled=False)
-            actions = actions.cpu().numpy()
+            actions = self.mac.env_actions(actions, batch, self.t, active).cpu().numpy()
             stepped = [i for i in active if not terminated[i]]
             for j, i in enumerate(active):
                 if not terminated[i]:

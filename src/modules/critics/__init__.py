@@ -1,7 +1,11 @@
-"""Critics: forward(inputs [B, T, N, input_shape]) -> values [B, T, N]."""
+"""Critics: per-agent values from per-agent inputs [B, T, N, input_shape] (see each module)."""
 
 from utils.registry import Registry
 
+from .ac_critics import ACCritic, COMACritic, CVCritic
 from .maddpg_critic import MADDPGCritic
 
-REGISTRY = Registry("critic", {"maddpg_critic": MADDPGCritic})
+REGISTRY = Registry(
+    "critic",
+    {"maddpg_critic": MADDPGCritic, "ac_critic": ACCritic, "cv_critic": CVCritic, "coma_critic": COMACritic},
+)

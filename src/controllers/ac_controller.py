@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn as nn
+
+from components.policies import CategoricalPolicy, GaussianPolicy
+from controllers.basic_controller import BasicMAC
+
+if TYPE_CHECKING:  # annotations only
+    from components.episode_buffer import EpisodeBatch, Index
+
+
+class ACMAC(BasicMAC):
+    """Stochastic decentralised actors for the policy-gradient learners (IA2C, IPPO, MAA2C,
+    MAPPO, COMA): the agent network's outputs are the logits of a categorical policy over the
+    available actions, or the means of a Gaussian with a learned state-independent log std
+    (components/policies.py). The policy follows the env's action space, so no action_selector
+    is consulted. Training samples the policy; tests take its mode (test_greedy) or sample it.
+
+    Continuous actions are stored as the raw Gaussian samples (what the log-probabilities are
+    of) and mapped onto the env's bounds only on their way to the env."""
+
+    def __init__(self, scheme: dict, groups: dict[str, int], args: SimpleNamespace) -> None:
+        super().__init__(scheme, groups, args)
+        if self.continuous:
+            self.policy = GaussianPolicy(
+                args.action_low, args.action_high, args.squash, args.log_std_min, args.log_std_max
+            )
+            n_nets = 1 if args.agent_param_sharing else self.n_agents
+            # A parameter of the agent module, so it is trained, saved and moved with it.
+            self.agent.log_std = nn.Parameter(torch.full((n_nets, args.n_actions), float(args.log_std_init)))
+        else:
+            self.policy = CategoricalPolicy()
+
+    def _build_selector(self, args):
+        return None
+
+    def init_hidden(self, batch_size: int) -> None:
+        self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
+
+    def log_std(self) -> torch.Tensor | None:
+        """[N, A] log standard deviations (continuous actions), else None."""
+        if not self.continuous:
+            return None
+        return self.agent.log_std.expand(self.n_agents, -1)
+
+    # --- acting -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def select_actions(
+        self, ep_batch: EpisodeBatch, t_ep: int, t_env: int, bs: Index = slice(None), test_mode: bool = False
+    ) -> torch.Tensor:
+        avail = ep_batch["avail_actions"][bs, t_ep]
+        out = self.forward(ep_batch, t_ep)[bs]
+        if test_mode and self.args.test_greedy:
+            return self.policy.mode(out, avail)
+        return self.policy.sample(out, avail, self.log_std())
+
+    def env_actions(self, actions: torch.Tensor, ep_batch: EpisodeBatch, t: int, bs: Index) -> torch.Tensor:
+        if not self.continuous:
+            return actions
+        return self.policy.env_actions(actions, ep_batch["avail_actions"][bs, t])
+
+    def last_actions(self, batch: EpisodeBatch) -> torch.Tensor:
+        if not self.continuous:
+            return super().last_actions(batch)
+        return self.policy.env_actions(batch["actions"], batch["avail_actions"])
+
+    # --- the learners' view -----------------------------------------------------------------
+    def log_prob(self, out: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
+        """log pi(actions) [B, T, N] from outputs [B, T, N, A] (actions: [.., 1] indices or raw
+        continuous samples [.., A])."""
+        return self.policy.log_prob(out, actions, avail, self.log_std())
+
+    def entropy(self, out: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
+        return self.policy.entropy(out, avail, self.log_std())
+
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """Clip the agent networks (each on its own norm when they are not shared)."""
+        if self.args.agent_param_sharing:
+            return torch.nn.utils.clip_grad_norm_(self.agent.parameters(), max_norm)
+        return self.agent.clip_grad_norm_(max_norm)
