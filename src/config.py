@@ -358,7 +358,7 @@ def validate(config, defaults=None):
     if config["runner"] == "episode" and config["batch_size_run"] != 1:
         raise ConfigError(
             f"runner=episode steps one env, but batch_size_run="
-            f"{config['batch_size_run']}; use runner=parallel or batch_size_run=1"
+            f"{config['batch_size_run']}; use runner=parallel or vector, or batch_size_run=1"
         )
     check_capabilities(config, le_REGISTRY, mac_REGISTRY, mixer_REGISTRY)
     if config["evaluate"] and not config["checkpoint_path"]:

@@ -630,7 +630,7 @@ def test_value_learners_refuse_the_ac_controller(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("alg", ["ia2c", "ippo", "maa2c", "mappo", "coma"])
-@pytest.mark.parametrize("runner", ["episode", "parallel"])
+@pytest.mark.parametrize("runner", ["episode", "parallel", "vector"])
 def test_each_config_runs_and_records(tmp_path, alg, runner):
     extra = ["t_max=100", "env_args.max_cycles=10", f"runner={runner}"]
     extra += (

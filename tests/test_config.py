@@ -76,7 +76,7 @@ def test_test_nepisode_rounded_to_runner_batches():
         (["with", "use_tensorboard=3"], "use_tensorboard=3 has the wrong type: expected bool"),
         (
             ["with", "runner=paralel"],
-            "unknown runner 'paralel'; valid choices: episode, parallel (did you mean 'parallel'?)",
+            "unknown runner 'paralel'; valid choices: episode, parallel, vector (did you mean 'parallel'?)",
         ),
         (["with", "agent=gru"], "unknown agent 'gru'"),
         (["with", "mixer=qmixx"], "unknown mixer 'qmixx'"),

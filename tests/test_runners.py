@@ -1,5 +1,6 @@
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -85,3 +86,22 @@ def test_workers_exit_after_close(mock_setup):
     runner.run()
     runner.close_env()
     assert not any(p.is_alive() for p in runner.ps)
+
+
+def test_vector_runner_equals_parallel_runner(mock_setup):
+    """The in-process vector runner plays the same episodes as the parallel runner from the same
+    seeds and controller: every field of the batch, training and test episodes, and t_env."""
+    k = 3
+    _, par, mac_p = mock_setup(runner="parallel", batch_size_run=k, ep_len=5, episode_limit=10)
+    _, vec, mac_v = mock_setup(runner="vector", batch_size_run=k, ep_len=5, episode_limit=10)
+    mac_v.load_state(mac_p)
+    for test_mode in (False, True):
+        np.random.seed(4)
+        torch.manual_seed(4)
+        batch_p = par.run(test_mode=test_mode)
+        np.random.seed(4)
+        torch.manual_seed(4)
+        batch_v = vec.run(test_mode=test_mode)
+        for key in batch_p.data.transition_data:
+            assert torch.equal(batch_p[key], batch_v[key]), key
+    assert par.t_env == vec.t_env == 5 + 6 + 7

@@ -38,6 +38,31 @@ def next_message(remote, parent_pid):
     return remote.recv()
 
 
+def env_command(env, cmd, data):
+    """What an env answers to one runner command."""
+    if cmd == "step":
+        reward, terminated, info = env.step(data)
+        out = env_data(env)
+        out.update(
+            reward=reward,
+            terminated=terminated,
+            info=info,
+            indi_terminated=np.asarray(env.get_indi_terminated()),
+        )
+        return out
+    if cmd == "reset":
+        env.reset()
+        return env_data(env)
+    if cmd == "get_env_info":
+        return env.get_env_info()
+    if cmd == "save_replay":
+        return env.save_replay()
+    if cmd == "close":
+        env.close()
+        return None
+    raise ValueError(f"unknown worker command {cmd!r}")
+
+
 def env_worker(remote, env_name, env_args, parent_pid=None):
     """Owns one env; answers (command, data) messages with ("ok", result) or ("error", text)."""
     parent_pid = parent_pid or os.getppid()
@@ -46,29 +71,9 @@ def env_worker(remote, env_name, env_args, parent_pid=None):
         env = env_REGISTRY[env_name](**env_args)
         while True:
             cmd, data = next_message(remote, parent_pid)
-            if cmd == "step":
-                reward, terminated, info = env.step(data)
-                out = env_data(env)
-                out.update(
-                    reward=reward,
-                    terminated=terminated,
-                    info=info,
-                    indi_terminated=np.asarray(env.get_indi_terminated()),
-                )
-                remote.send(("ok", out))
-            elif cmd == "reset":
-                env.reset()
-                remote.send(("ok", env_data(env)))
-            elif cmd == "get_env_info":
-                remote.send(("ok", env.get_env_info()))
-            elif cmd == "save_replay":
-                remote.send(("ok", env.save_replay()))
-            elif cmd == "close":
-                env.close()
-                remote.send(("ok", None))
+            remote.send(("ok", env_command(env, cmd, data)))
+            if cmd == "close":
                 break
-            else:
-                raise ValueError(f"unknown worker command {cmd!r}")
     except KeyboardInterrupt:
         pass
     except Exception:
@@ -80,30 +85,40 @@ def env_worker(remote, env_name, env_args, parent_pid=None):
         remote.close()
 
 
+def env_args_for(args, i):
+    """Env i's arguments: the run's, with the seed offset by i when one is given."""
+    env_args = dict(args.env_args)
+    if env_args.get("seed") is not None:
+        env_args["seed"] = env_args["seed"] + i
+    return env_args
+
+
 class ParallelRunner(RunnerBase):
-    """batch_size_run envs, one worker process each; each run() plays one episode per env."""
+    """batch_size_run envs, one worker process each; each run() plays one episode per env, and
+    the controller acts for all of them in one forward pass."""
 
     def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         super().__init__(args, logger)
         self.batch_size = args.batch_size_run
-        # fork is fast and safe here: workers never touch torch.
-        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-        self.parent_conns, self.ps = [], []
-        base_seed = args.env_args.get("seed")
-        for i in range(self.batch_size):
-            env_args = dict(args.env_args)
-            if base_seed is not None:
-                env_args["seed"] = base_seed + i
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=env_worker, args=(child, args.env, env_args, os.getpid()), daemon=True)
-            p.start()
-            child.close()  # so that a dead worker shows as EOF, not a hang
-            self.parent_conns.append(parent)
-            self.ps.append(p)
+        self._start_envs(args)
         self.env_info = self._call(0, "get_env_info")
         self.episode_limit = self.env_info["episode_limit"]
         self.t = 0
         self.closed = False
+
+    def _start_envs(self, args):
+        # fork is fast and safe here: workers never touch torch.
+        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        self.parent_conns, self.ps = [], []
+        for i in range(self.batch_size):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(
+                target=env_worker, args=(child, args.env, env_args_for(args, i), os.getpid()), daemon=True
+            )
+            p.start()
+            child.close()  # so that a dead worker shows as EOF, not a hang
+            self.parent_conns.append(parent)
+            self.ps.append(p)
 
     # --- messaging --------------------------------------------------------------------------
     def _recv(self, i):
