@@ -186,11 +186,12 @@ def test_running_value_norm_is_per_column_and_masked():
     garbage = x + (1 - mask) * 1000.0  # masked entries do not move it
     other = ValueNorm("running", 3)
     other.update(garbage, mask)
-    assert torch.allclose(norm.mean, other.mean) and torch.allclose(norm.sq, other.sq)
-    for i in range(3):
+    (mean, std), (other_mean, other_std) = norm.stats(), other.stats()
+    assert torch.allclose(mean, other_mean) and torch.allclose(std, other_std)
+    for i in range(3):  # each column as a scalar RunningMeanStd of its own entries
         ref = RunningMeanStd()
         ref.update(x[..., i], mask[..., i])
-        assert torch.allclose(norm.mean[i], ref.mean) and torch.allclose(norm.sq[i], ref.var)
+        assert torch.allclose(mean[i], ref.mean) and torch.allclose(std[i] ** 2, ref.var)
 
 
 def test_advantage_normalisation_uses_only_active_entries():
@@ -495,14 +496,16 @@ def test_mappo_minibatches_are_disjoint_episode_groups():
     batch = make_batch(lengths=(5, 7, 3, 6), terminated=(True, False, True, True))
     batch.data.transition_data["obs"][:, :, :, 0] = torch.arange(4.0).view(4, 1, 1)  # episode tags
     seen = []
-    original = lrn.policy
+    original = lrn.critic.values
 
-    def spy(mb):
+    def spy(mb):  # the critic runs once on the whole batch (values at collection), then per minibatch
         seen.append(sorted({int(x) for x in mb["obs"][:, 0, 0, 0]}))
         return original(mb)
 
-    lrn.policy = spy
+    lrn.critic.values = spy
     lrn.train(batch, 0, 0)
+    assert seen[0] == [0, 1, 2, 3]
+    seen = seen[1:]
     assert len(seen) == 4 and all(len(s) == 2 for s in seen)
     for epoch in (seen[:2], seen[2:]):  # each epoch covers every episode once, all agents together
         assert sorted(epoch[0] + epoch[1]) == [0, 1, 2, 3]

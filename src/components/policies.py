@@ -35,9 +35,17 @@ class CategoricalPolicy:
         return self.log_probs(out, avail).gather(-1, actions.long()).squeeze(-1)
 
     def entropy(self, out, avail, log_std=None):
+        return self.entropy_of(self.log_probs(out, avail), avail)
+
+    @staticmethod
+    def entropy_of(log_pi, avail):
         """-sum over available actions of pi log pi (unavailable terms are exactly 0)."""
-        logp = self.log_probs(out, avail)
-        return -(logp.exp() * logp).masked_fill(avail == 0, 0.0).sum(-1)
+        return -(log_pi.exp() * log_pi).masked_fill(avail == 0, 0.0).sum(-1)
+
+    def evaluate(self, out, actions, avail, log_std=None):
+        """log pi(actions) and the entropy from one log-softmax."""
+        log_pi = self.log_probs(out, avail)
+        return log_pi.gather(-1, actions.long()).squeeze(-1), self.entropy_of(log_pi, avail)
 
     def sample(self, out, avail, log_std=None):
         """Gumbel-max: a draw from the masked softmax, from the run-seeded torch RNG."""
@@ -79,6 +87,9 @@ class GaussianPolicy:
         """The base Gaussian's entropy (also in tanh mode, which has no closed form)."""
         h = 0.5 + LOG_SQRT_2PI + self.std_of(log_std)
         return (h.expand_as(out) * avail).sum(-1)
+
+    def evaluate(self, out, actions, avail, log_std):
+        return self.log_prob(out, actions, avail, log_std), self.entropy(out, avail, log_std)
 
     def sample(self, out, avail, log_std):
         return (out + torch.exp(self.std_of(log_std)) * torch.randn_like(out)) * avail

@@ -69,13 +69,12 @@ class ACMAC(BasicMAC):
         return self.policy.env_actions(batch["actions"], batch["avail_actions"])
 
     # --- the learners' view -----------------------------------------------------------------
-    def log_prob(self, out: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
-        """log pi(actions) [B, T, N] from outputs [B, T, N, A] (actions: [.., 1] indices or raw
-        continuous samples [.., A])."""
-        return self.policy.log_prob(out, actions, avail, self.log_std())
-
-    def entropy(self, out: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
-        return self.policy.entropy(out, avail, self.log_std())
+    def evaluate(
+        self, out: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(actions) and entropies [B, T, N] from outputs [B, T, N, A] (actions: [.., 1]
+        indices or raw continuous samples [.., A])."""
+        return self.policy.evaluate(out, actions, avail, self.log_std())
 
     def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
         """Clip the agent networks (each on its own norm when they are not shared)."""

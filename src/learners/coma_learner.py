@@ -55,7 +55,7 @@ class COMALearner(PolicyGradientLearner):
         baseline = (log_pi.exp().detach() * q_before).sum(-1)
         advantages = self.normalise_advantages((q_taken[:, :-1].detach() - baseline) * m, p)
         logp = log_pi.gather(3, actions[:, :-1]).squeeze(3)
-        entropy = self.mac.entropy(out, avail)
+        entropy = self.mac.policy.entropy_of(log_pi, avail)
         self.actor_step(-masked_mean(advantages * logp + args.entropy_coef * entropy, p))
         self.finish_update(episode_num)
         self.record(p, q_mask, m, alive_m, out, avail, entropy, q_taken[:, :-1].detach(), returns)

@@ -17,9 +17,8 @@ import torch
 
 from learners.base import Learner
 from modules.critics import REGISTRY as critic_REGISTRY
-from modules.critics.ac_critics import alive_mask
 from utils.errors import ConfigError
-from utils.rl_utils import ValueNorm, gae, huber, masked_mean, masked_mean_std, nstep_returns
+from utils.rl_utils import ValueNorm, alive_mask, gae, huber, masked_mean, masked_mean_std, nstep_returns
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -149,8 +148,8 @@ class PolicyGradientLearner(Learner):
         log-probabilities of the taken actions and entropies [B, T, N]."""
         out = self.mac.forward_seq(batch)[:, :-1]
         avail = batch["avail_actions"][:, :-1]
-        logp = self.mac.log_prob(out, batch["actions"][:, :-1], avail)
-        return out, logp, self.mac.entropy(out, avail)
+        logp, entropy = self.mac.evaluate(out, batch["actions"][:, :-1], avail)
+        return out, logp, entropy
 
     # --- logging ----------------------------------------------------------------------------
     def record(self, p, q, m, alive_m, out, avail, entropy, values, returns) -> None:
@@ -192,10 +191,3 @@ class PolicyGradientLearner(Learner):
         super().load_state_dict(state)
         if self.value_norm is not None:
             self.value_norm.load_state_dict(state["value_norm"])
-
-    def to(self, device):
-        super().to(device)
-        if self.value_norm is not None:
-            for k in ("mean", "sq", "weight"):
-                setattr(self.value_norm, k, getattr(self.value_norm, k).to(device))
-        return self

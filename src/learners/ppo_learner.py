@@ -14,8 +14,9 @@ if TYPE_CHECKING:  # annotations only
 
 class PPOLearner(PolicyGradientLearner):
     """IPPO (critic=ac_critic) and MAPPO (critic=cv_critic): the clipped surrogate objective over
-    several epochs of the episodes just played. Behaviour log-probabilities are recomputed with
-    the networks as they acted (nothing has changed them since).
+    several epochs of the episodes just played. Behaviour log-probabilities come from the first
+    actor pass, whose graph the first actor step then uses: nothing has changed the actor since it
+    acted, so that pass is the behaviour policy.
 
     ppo_style=epymarl: each epoch takes one critic step and one actor step on the whole batch,
     advantages recomputed from the critic before its step (EPyMARL).
@@ -35,15 +36,12 @@ class PPOLearner(PolicyGradientLearner):
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         self.logging = self.log_due(t_env)
         rewards, terminated, m, p, q, alive_m = self.masks(batch)
-        avail = batch["avail_actions"][:, :-1]
-        actions = batch["actions"][:, :-1]
-        with torch.no_grad():
-            out_old = self.mac.forward_seq(batch)[:, :-1]
-            logp_old = self.mac.log_prob(out_old, actions, avail)
+        first = self.policy(batch)
+        logp_old = first[1].detach()
         if self.args.ppo_style == "mappo":
-            self._train_mappo(batch, rewards, terminated, m, p, q, alive_m, logp_old)
+            self._train_mappo(batch, rewards, terminated, m, p, q, alive_m, logp_old, first)
         else:
-            self._train_epymarl(batch, rewards, terminated, m, p, q, alive_m, logp_old)
+            self._train_epymarl(batch, rewards, terminated, m, p, q, alive_m, logp_old, first)
         self.finish_update(episode_num)
         self.flush_stats(t_env)
 
@@ -57,7 +55,7 @@ class PPOLearner(PolicyGradientLearner):
             self.stats["clip_fraction"].append(masked_mean(((ratio - 1).abs() > args.eps_clip).float(), p))
         return -masked_mean(surrogate, p) - args.entropy_coef * masked_mean(entropy, p)
 
-    def _train_epymarl(self, batch, rewards, terminated, m, p, q, alive_m, logp_old):
+    def _train_epymarl(self, batch, rewards, terminated, m, p, q, alive_m, logp_old, first):
         with torch.no_grad():
             vb = None if self.target_critic is None else self.target_critic.values(batch)
         for epoch in range(self.args.epochs):
@@ -69,11 +67,11 @@ class PPOLearner(PolicyGradientLearner):
                 critic_target = self.critic_targets(returns, q, update=epoch == 0)
             self.critic_step(self.value_loss(v[:, :-1], critic_target, q))
             advantages = self.normalise_advantages(advantages, p)
-            out, logp, entropy = self.policy(batch)
+            out, logp, entropy = first if epoch == 0 else self.policy(batch)
             self.actor_step(self.policy_loss(logp, logp_old, advantages, entropy, p))
         self.record(p, q, m, alive_m, out, batch["avail_actions"][:, :-1], entropy, values, returns)
 
-    def _train_mappo(self, batch, rewards, terminated, m, p, q, alive_m, logp_old):
+    def _train_mappo(self, batch, rewards, terminated, m, p, q, alive_m, logp_old, first):
         args = self.args
         with torch.no_grad():
             v_old = self.critic.values(batch)  # normalised units
@@ -84,16 +82,19 @@ class PPOLearner(PolicyGradientLearner):
         n_episodes = batch.batch_size
         size = n_episodes // args.num_mini_batch  # MAPPO drops the remainder
         fixed = (p, q, m, alive_m, values, returns, advantages, logp_old, v_old[:, :-1])
-        for _ in range(args.epochs):
+        for epoch in range(args.epochs):
             order = torch.randperm(n_episodes)
             for k in range(args.num_mini_batch):
                 if args.num_mini_batch > 1:
                     idx = order[k * size : (k + 1) * size]
                     mb, parts = batch[idx], [x[idx] for x in fixed]
+                    pick = lambda x, idx=idx: x[idx]  # noqa: E731
                 else:
                     mb, parts = batch, fixed
+                    pick = lambda x: x  # noqa: E731
                 mp, mq, mm, malive, mvalues, mreturns, madv, mlogp_old, mv_old = parts
-                out, logp, entropy = self.policy(mb)
+                # episodes are independent rows of the actor, so the first pass serves any subset
+                out, logp, entropy = (pick(x) for x in first) if epoch == k == 0 else self.policy(mb)
                 self.actor_step(self.policy_loss(logp, mlogp_old, madv, entropy, mp))
                 with torch.no_grad():
                     critic_target = self.critic_targets(mreturns, mq, update=True)

@@ -9,6 +9,7 @@ from learners.q_learner import QLearner
 from learners.selection import MODES, per_beta, selected_ratio, selection_weights
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
+from utils.rl_utils import alive_mask
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -51,7 +52,6 @@ class QDivideLearner(QLearner):
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         args = self.args
         _, _, mask, q_taken, q_next_all, team_targets = self.forward_and_targets(batch)
-        true_terminated = batch["terminated"][:, :-1].float()
         indi_terminated = batch["indi_terminated"][:, :-1].float()  # D: [B, T, N]
         q_next = q_next_all[:, 1:]
 
@@ -82,9 +82,8 @@ class QDivideLearner(QLearner):
             bootstrap = args.gamma * (1 - indi_terminated) * q_next
             reward_i = -rho * delta_tot + q_taken.detach() - bootstrap
             targets_i = reward_i + bootstrap
-            indi_mask = mask.expand_as(q_taken).clone()
             # An agent drops out from the step after the one at whose end it died.
-            indi_mask[:, 1:] *= (1 - indi_terminated[:, :-1]) * (1 - true_terminated[:, :-1])
+            indi_mask = mask * alive_mask(batch)[:, :-1]
         delta_i = (q_taken - targets_i) * indi_mask
         with torch.no_grad():
             ratio = selected_ratio(args, t_env)

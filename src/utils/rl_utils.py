@@ -2,7 +2,8 @@ import torch
 
 
 class RunningMeanStd:
-    """Running mean and variance over every entry seen (Chan et al.'s parallel update)."""
+    """Running mean and variance (Chan et al.'s parallel update) over every entry seen, or per
+    column with shape=(n,): the statistics then reduce over all leading dims of the inputs."""
 
     def __init__(self, shape=(), epsilon=1e-4, device="cpu"):
         self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
@@ -15,15 +16,17 @@ class RunningMeanStd:
         if mask is None:
             mask = torch.ones_like(x)
         mask = mask.double().expand_as(x)
-        batch_count = mask.sum()
-        batch_mean = (x * mask).sum() / batch_count
-        batch_var = (((x - batch_mean) ** 2) * mask).sum() / batch_count
+        dims = tuple(range(x.dim() - self.mean.dim()))
+        batch_count = mask.sum(dims)
+        n = batch_count.clamp(min=1.0)  # a column with no entries leaves its statistics as they are
+        batch_mean = (x * mask).sum(dims) / n
+        batch_var = (((x - batch_mean) ** 2) * mask).sum(dims) / n
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
         self.var = m2 / total
-        self.count = total  # a 0-d tensor: no host sync in the training step
+        self.count = total  # a tensor: no host sync in the training step
 
     def standardise(self, x, mask=None):
         """Absorb x, then return it standardised by the updated statistics (float32)."""
@@ -31,12 +34,18 @@ class RunningMeanStd:
         return ((x - self.mean) / torch.sqrt(self.var)).float()
 
     def state_dict(self):
-        return {"mean": self.mean, "var": self.var, "count": float(self.count)}
+        count = self.count.tolist() if torch.is_tensor(self.count) else self.count
+        return {"mean": self.mean, "var": self.var, "count": count}
 
     def load_state_dict(self, state):
         self.mean = state["mean"].to(self.mean.device)
         self.var = state["var"].to(self.var.device)
-        self.count = state["count"]
+        count = state["count"]
+        self.count = (
+            torch.tensor(count, dtype=torch.float64, device=self.mean.device)
+            if isinstance(count, list)
+            else count
+        )
 
 
 # The value an unavailable action gets before a max or argmax over actions: below any real Q.
@@ -61,6 +70,15 @@ def valid_mask(batch):
     mask = batch["filled"][:, :-1].float()
     mask[:, 1:] = mask[:, 1:] * (1 - terminated[:, :-1])
     return mask
+
+
+def alive_mask(batch):
+    """[B, T+1, N] 1 while agent i still acts at step t: the step at which it dies is kept, every
+    later one is not."""
+    dead = batch["indi_terminated"].float()
+    alive = torch.ones_like(dead)
+    alive[:, 1:] = 1 - dead[:, :-1]
+    return alive
 
 
 def bootstrap_values(online_next, target_next, avail_next, double_q):
@@ -198,48 +216,37 @@ class ValueNorm:
 
     ema (MAPPO): scalar debiased moving averages of mean and mean square, rate beta, one update
     per call, variance floored at 1e-2. running (EPyMARL's standardise_returns): per-agent
-    (column) running mean and variance of every target seen (Chan's update)."""
+    (column) running mean and variance of every target seen (RunningMeanStd per column)."""
 
     def __init__(self, mode, n_cols, beta=0.99999, device="cpu"):
         self.mode = mode
         self.beta = beta
-        shape = () if mode == "ema" else (n_cols,)
-        self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
-        self.sq = torch.zeros(shape, dtype=torch.float64, device=device)  # ema: E[x^2]; running: var
-        self.weight = torch.zeros(shape, dtype=torch.float64, device=device)  # ema: debias; running: count
         if mode == "running":
-            self.sq.fill_(1.0)
-            self.weight.fill_(1e-4)
+            self.rms = RunningMeanStd(shape=(n_cols,), device=device)
+            return
+        zero = lambda: torch.zeros((), dtype=torch.float64, device=device)  # noqa: E731
+        self.mean, self.sq, self.weight = zero(), zero(), zero()  # E[x], E[x^2], debiasing weight
 
     def update(self, x, mask):
         """Absorb the entries of x [..., n_cols] where mask is 1."""
+        if self.mode == "running":
+            self.rms.update(x, mask)
+            return
         x = x.double()
         mask = mask.double().expand_as(x)
-        if self.mode == "ema":
-            count = mask.sum().clamp(min=1.0)
-            b = self.beta
-            self.mean = b * self.mean + (1 - b) * (x * mask).sum() / count
-            self.sq = b * self.sq + (1 - b) * (x**2 * mask).sum() / count
-            self.weight = b * self.weight + (1 - b)
-            return
-        dims = tuple(range(x.dim() - 1))
-        count = mask.sum(dims)
-        mean = (x * mask).sum(dims) / count.clamp(min=1.0)
-        var = (((x - mean) ** 2) * mask).sum(dims) / count.clamp(min=1.0)
-        total = self.weight + count
-        delta = mean - self.mean
-        self.mean = self.mean + delta * count / total
-        m2 = self.sq * self.weight + var * count + delta**2 * self.weight * count / total
-        self.sq = m2 / total
-        self.weight = total
+        count = mask.sum().clamp(min=1.0)
+        b = self.beta
+        self.mean = b * self.mean + (1 - b) * (x * mask).sum() / count
+        self.sq = b * self.sq + (1 - b) * (x**2 * mask).sum() / count
+        self.weight = b * self.weight + (1 - b)
 
     def stats(self):
         """-> mean, std used for (de)normalising."""
-        if self.mode == "ema":
-            w = self.weight.clamp(min=1e-5)
-            mean, sq = self.mean / w, self.sq / w
-            return mean, (sq - mean**2).clamp(min=1e-2).sqrt()
-        return self.mean, self.sq.clamp(min=1e-8).sqrt()
+        if self.mode == "running":
+            return self.rms.mean, self.rms.var.clamp(min=1e-8).sqrt()
+        w = self.weight.clamp(min=1e-5)
+        mean, sq = self.mean / w, self.sq / w
+        return mean, (sq - mean**2).clamp(min=1e-2).sqrt()
 
     def normalise(self, x):
         mean, std = self.stats()
@@ -250,8 +257,13 @@ class ValueNorm:
         return (y * std + mean).to(y.dtype)
 
     def state_dict(self):
+        if self.mode == "running":
+            return self.rms.state_dict()
         return {"mean": self.mean, "sq": self.sq, "weight": self.weight}
 
     def load_state_dict(self, state):
+        if self.mode == "running":
+            self.rms.load_state_dict(state)
+            return
         for k in ("mean", "sq", "weight"):
             setattr(self, k, state[k].to(self.mean.device))

@@ -11,15 +11,13 @@ is zero once the agent is dead (MAPPO's death masking)."""
 
 import torch
 
-from .batched_mlp import BatchedMLP
+from utils.rl_utils import alive_mask
 
-
-def _size(vshape):
-    return vshape if isinstance(vshape, int) else int(torch.tensor(vshape).prod())
+from .batched_mlp import BatchedMLP, flat_size
 
 
 class _PerAgentCritic(BatchedMLP):
-    n_outputs = 1
+    per_action = False  # one value per agent, or one per action of the agent (Q critics)
 
     def __init__(self, scheme, args):
         self.n_agents = args.n_agents
@@ -29,12 +27,12 @@ class _PerAgentCritic(BatchedMLP):
             "actions" if getattr(args, "action_space", "discrete") == "continuous" else "actions_onehot"
         )
         self.with_id = args.agent_param_sharing and args.critic_agent_id
-        self.input_shape = self.feature_size(scheme, args) + (self.n_agents if self.with_id else 0)
+        self.input_shape = self.featureflat_size(scheme, args) + (self.n_agents if self.with_id else 0)
         h = args.critic_hidden_dim
-        n_out = self.n_outputs if self.n_outputs == 1 else self.n_actions
+        n_out = self.n_actions if self.per_action else 1
         super().__init__(1 if args.agent_param_sharing else self.n_agents, (self.input_shape, h, h, n_out))
 
-    def feature_size(self, scheme, args):
+    def featureflat_size(self, scheme, args):
         raise NotImplementedError
 
     def features(self, batch):
@@ -54,7 +52,7 @@ class _PerAgentCritic(BatchedMLP):
     def values(self, batch):
         """[B, T+1, N] (or [B, T+1, N, A] for Q critics)."""
         out = self(self.build_inputs(batch))
-        return out.squeeze(-1) if self.n_outputs == 1 else out
+        return out if self.per_action else out.squeeze(-1)
 
     def _per_agent(self, x):
         """[B, T, F] -> [B, T, N, F], the same for every agent."""
@@ -67,26 +65,18 @@ class _PerAgentCritic(BatchedMLP):
         return self._per_agent(torch.cat([torch.zeros_like(joint[:, :1]), joint[:, :-1]], dim=1))
 
 
-def alive_mask(batch):
-    """[B, T, N] 1 while agent i is alive at step t (the step at which it dies included)."""
-    dead = batch["indi_terminated"].float()
-    alive = torch.ones_like(dead)
-    alive[:, 1:] = 1 - dead[:, :-1]
-    return alive
-
-
 class ACCritic(_PerAgentCritic):
-    def feature_size(self, scheme, args):
-        return _size(scheme["obs"]["vshape"])
+    def featureflat_size(self, scheme, args):
+        return flat_size(scheme["obs"]["vshape"])
 
     def features(self, batch):
         return batch["obs"]
 
 
 class CVCritic(_PerAgentCritic):
-    def feature_size(self, scheme, args):
-        obs, n = _size(scheme["obs"]["vshape"]), args.n_agents
-        size = _size(scheme["state"]["vshape"])
+    def featureflat_size(self, scheme, args):
+        obs, n = flat_size(scheme["obs"]["vshape"]), args.n_agents
+        size = flat_size(scheme["state"]["vshape"])
         size += obs if args.critic_individual_obs else 0
         size += n * obs if args.critic_joint_obs else 0
         size += n * args.n_actions if args.critic_last_action else 0
@@ -106,11 +96,11 @@ class CVCritic(_PerAgentCritic):
 
 
 class COMACritic(_PerAgentCritic):
-    n_outputs = "actions"
+    per_action = True
 
-    def feature_size(self, scheme, args):
-        size = _size(scheme["state"]["vshape"]) + args.n_agents * args.n_actions
-        size += _size(scheme["obs"]["vshape"]) if args.critic_individual_obs else 0
+    def featureflat_size(self, scheme, args):
+        size = flat_size(scheme["state"]["vshape"]) + args.n_agents * args.n_actions
+        size += flat_size(scheme["obs"]["vshape"]) if args.critic_individual_obs else 0
         size += args.n_agents * args.n_actions if args.critic_last_action else 0
         return size
 

@@ -5,6 +5,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def flat_size(vshape: int | tuple) -> int:
+    """Entries of one item of a scheme field: an int vshape, or the product of a tuple."""
+    return vshape if isinstance(vshape, int) else math.prod(vshape)
+
+
 class BatchedMLP(nn.Module):
     """n_nets MLPs (ReLU between layers) over per-agent inputs [B, T, N, in] -> [B, T, N, out].
 

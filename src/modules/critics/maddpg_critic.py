@@ -1,6 +1,6 @@
 import torch
 
-from .batched_mlp import BatchedMLP
+from .batched_mlp import BatchedMLP, flat_size
 
 
 class MADDPGCritic(BatchedMLP):
@@ -25,11 +25,9 @@ class MADDPGCritic(BatchedMLP):
 
     @staticmethod
     def get_input_shape(scheme, args):
-        state = scheme["state"]["vshape"]
-        size = state if isinstance(state, int) else int(torch.tensor(state).prod())
+        size = flat_size(scheme["state"]["vshape"])
         if args.critic_individual_obs:
-            obs = scheme["obs"]["vshape"]
-            size += obs if isinstance(obs, int) else obs[0]
+            size += flat_size(scheme["obs"]["vshape"])
         size += args.n_agents * args.n_actions
         if args.agent_param_sharing:
             size += args.n_agents
