@@ -647,16 +647,23 @@ def test_each_config_runs_and_records(tmp_path, alg, runner):
     assert all(math.isfinite(v) for v in metrics["pg_loss"]["values"])
 
 
-@pytest.mark.parametrize("alg", ["ia2c", "mappo"])
-@pytest.mark.parametrize("squash", ["clip", "tanh"])
-def test_continuous_configs_run(tmp_path, alg, squash):
+@pytest.mark.parametrize(
+    "alg,squash,runner",
+    [
+        (alg, "clip", runner)
+        for alg in ("ia2c", "ippo", "maa2c", "mappo")
+        for runner in ("episode", "parallel")
+    ]
+    + [("ia2c", "tanh", "episode"), ("mappo", "tanh", "parallel")],
+)
+def test_continuous_configs_run(tmp_path, alg, squash, runner):
     extra = [
         "t_max=100",
         "env_args.max_cycles=10",
         "env_args.continuous_actions=True",
         f"squash={squash}",
-        "runner=episode",
-        "batch_size_run=1",
+        f"runner={runner}",
+        f"batch_size_run={1 if runner == 'episode' else 2}",
         "batch_size=2",
     ]
     assert run_main(tmp_path, alg=alg, extra=extra) == 0
