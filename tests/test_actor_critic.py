@@ -709,3 +709,38 @@ def test_policy_gradient_learners_learn_a_cooperative_task(tmp_path):
         with open(f"{sacred_runs(tmp_path / alg)[-1]}/metrics.json") as f:
             curve = json.load(f)["test_return_mean"]["values"]
         assert curve[0] < 3.0 and curve[-1] >= 9.0, (alg, curve)
+
+
+def test_epsilon_floor_mixes_a_uniform_choice_over_available_actions():
+    policy = CategoricalPolicy()
+    policy.floor = 0.2
+    out = torch.tensor([[2.0, 0.0, -1.0, 1.0]], requires_grad=True)
+    avail = torch.tensor([[1, 1, 0, 1]])
+    pi = torch.softmax(out.detach().masked_fill(avail == 0, -1e10), -1)
+    expected = 0.8 * pi + 0.2 * avail / 3
+    log_pi = policy.log_probs(out, avail)
+    assert torch.allclose(log_pi.exp()[avail == 1], expected[avail == 1], atol=1e-6)
+    assert log_pi.exp()[0, 2] < 1e-12
+    (policy.entropy(out, avail) + policy.log_prob(out, torch.tensor([[1]]), avail)).sum().backward()
+    assert torch.isfinite(out.grad).all()
+    torch.manual_seed(0)
+    draws = policy.sample(out.detach().expand(20000, 4), avail.expand(20000, 4))
+    counts = torch.bincount(draws, minlength=4).float() / 20000
+    assert counts[2] == 0 and torch.allclose(counts, expected[0], atol=0.015)
+
+
+def test_epsilon_floor_follows_the_schedule_in_training_only(tmp_path):
+    args = learner_args(
+        mac="ac_mac",
+        policy_epsilon_floor=True,
+        epsilon_start=0.5,
+        epsilon_finish=0.1,
+        epsilon_anneal_time=100,
+    )
+    batch = make_batch()
+    mac = ACMAC(batch.scheme, {"agents": N}, args)
+    mac.init_hidden(batch.batch_size)
+    mac.select_actions(batch, 0, t_env=50, test_mode=False)
+    assert math.isclose(mac.policy.floor, 0.3)
+    mac.select_actions(batch, 1, t_env=500, test_mode=True)
+    assert math.isclose(mac.policy.floor, 0.3)  # tests leave the training floor as it is

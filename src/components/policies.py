@@ -23,12 +23,23 @@ LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class CategoricalPolicy:
+    """floor > 0 (PyMARL's COMA) mixes a uniform choice among the available actions into the
+    policy, pi' = (1 - floor) pi + floor / n_available, for acting and for the learner alike."""
+
     continuous = False
+
+    def __init__(self):
+        self.floor = 0.0
 
     def log_probs(self, out, avail):
         """log pi over all actions; unavailable ones get a finite, vanishing log-probability
         (a row with no available action, a padded step, stays finite: uniform)."""
-        return torch.log_softmax(out.masked_fill(avail == 0, MASKED_LOGIT), dim=-1)
+        log_pi = torch.log_softmax(out.masked_fill(avail == 0, MASKED_LOGIT), dim=-1)
+        if self.floor == 0:
+            return log_pi
+        uniform = avail / avail.sum(-1, keepdim=True).clamp(min=1)
+        mixed = (1 - self.floor) * log_pi.exp() + self.floor * uniform
+        return mixed.clamp(min=1e-20).log()  # unavailable: a constant, so no gradient and no NaN
 
     def log_prob(self, out, actions, avail, log_std=None):
         """log pi(actions) [...]; actions [..., 1] (indices)."""
@@ -49,7 +60,8 @@ class CategoricalPolicy:
 
     def sample(self, out, avail, log_std=None):
         """Gumbel-max: a draw from the masked softmax, from the run-seeded torch RNG."""
-        logits = out.masked_fill(avail == 0, -float("inf"))
+        logits = out if self.floor == 0 else self.log_probs(out, avail)
+        logits = logits.masked_fill(avail == 0, -float("inf"))
         return (logits + gumbel_noise(logits)).argmax(dim=-1)
 
     def mode(self, out, avail, log_std=None):

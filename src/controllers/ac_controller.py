@@ -7,7 +7,9 @@ import torch
 import torch.nn as nn
 
 from components.policies import CategoricalPolicy, GaussianPolicy
+from components.schedules import LinearSchedule
 from controllers.basic_controller import BasicMAC
+from utils.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch, Index
@@ -34,6 +36,13 @@ class ACMAC(BasicMAC):
             self.agent.log_std = nn.Parameter(torch.full((n_nets, args.n_actions), float(args.log_std_init)))
         else:
             self.policy = CategoricalPolicy()
+        self.floor = None  # policy_epsilon_floor: the floor's schedule over training steps
+        if args.policy_epsilon_floor:
+            if self.continuous:
+                raise ConfigError(
+                    "policy_epsilon_floor=True is for discrete actions; this env's are continuous"
+                )
+            self.floor = LinearSchedule(args.epsilon_start, args.epsilon_finish, args.epsilon_anneal_time)
 
     def _build_selector(self, args):
         return None
@@ -54,6 +63,8 @@ class ACMAC(BasicMAC):
     ) -> torch.Tensor:
         avail = ep_batch["avail_actions"][bs, t_ep]
         out = self.forward(ep_batch, t_ep)[bs]
+        if self.floor is not None and not test_mode:  # the learner then uses the same floor
+            self.policy.floor = self.floor.eval(t_env)
         if test_mode and self.args.test_greedy:
             return self.policy.mode(out, avail)
         return self.policy.sample(out, avail, self.log_std())
@@ -69,6 +80,10 @@ class ACMAC(BasicMAC):
         return self.policy.env_actions(batch["actions"], batch["avail_actions"])
 
     # --- the learners' view -----------------------------------------------------------------
+    def log_probs(self, out: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
+        """log pi of every action [B, T, N, A] (discrete actions)."""
+        return self.policy.log_probs(out, avail)
+
     def evaluate(
         self, out: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -50,7 +50,7 @@ class COMALearner(PolicyGradientLearner):
 
         avail = batch["avail_actions"][:, :-1]
         out = self.mac.forward_seq(batch)[:, :-1]
-        log_pi = self.mac.policy.log_probs(out, avail)  # [B, T, N, A]
+        log_pi = self.mac.log_probs(out, avail)  # [B, T, N, A]
         q_before = q[:, :-1].detach()
         baseline = (log_pi.exp().detach() * q_before).sum(-1)
         advantages = self.normalise_advantages((q_taken[:, :-1].detach() - baseline) * m, p)
