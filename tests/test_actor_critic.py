@@ -744,3 +744,18 @@ def test_epsilon_floor_follows_the_schedule_in_training_only(tmp_path):
     assert math.isclose(mac.policy.floor, 0.3)
     mac.select_actions(batch, 1, t_env=500, test_mode=True)
     assert math.isclose(mac.policy.floor, 0.3)  # tests leave the training floor as it is
+
+
+@pytest.mark.parametrize(
+    "alg,env,extra",
+    [
+        ("mappo", "skirmish", ["agent=transformer", "transformer_n_layers=1", "env_args.map_name=3m"]),
+        ("ippo", "mpe", ["agent_param_sharing=False", "obs_agent_id=False", "env_args.max_cycles=10"]),
+        ("maa2c", "mpe", ["agent=mlp", "env_args.max_cycles=10"]),
+    ],
+)
+def test_any_actor_network_and_unshared_networks_train(tmp_path, alg, env, extra):
+    argv = ["t_max=100", "runner=episode", "batch_size_run=1", "batch_size=2", *extra]
+    assert run_main(tmp_path, alg=alg, env=env, extra=argv) == 0
+    metrics = read(sacred_runs(tmp_path)[-1], "metrics.json")
+    assert all(math.isfinite(v) for v in metrics["pg_loss"]["values"])
