@@ -360,6 +360,11 @@ def validate(config, defaults=None):
             f"runner=episode steps one env, but batch_size_run="
             f"{config['batch_size_run']}; use runner=parallel or vector, or batch_size_run=1"
         )
+    if config["env_workers"] is not None and config["env_workers"] > config["batch_size_run"]:
+        raise ConfigError(
+            f"env_workers={config['env_workers']} is more processes than envs "
+            f"(batch_size_run={config['batch_size_run']}); use at most {config['batch_size_run']}, or null"
+        )
     check_capabilities(config, le_REGISTRY, mac_REGISTRY, mixer_REGISTRY)
     if config["evaluate"] and not config["checkpoint_path"]:
         raise ConfigError("evaluate=True needs checkpoint_path=<folder of saved models>")

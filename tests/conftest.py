@@ -34,11 +34,12 @@ def mock_setup(mock_env):
 
     made = []
 
-    def build(runner="episode", batch_size_run=1, **env_args):
+    def build(runner="episode", batch_size_run=1, env_workers=None, **env_args):
         args = make_args(
             env="mock",
             runner=runner,
             batch_size_run=batch_size_run,
+            env_workers=env_workers,
             env_args=dict(env_args, seed=env_args.get("seed", 0)),
         )
         r = r_REGISTRY[runner](args=args, logger=Logger(get_console_logger()))

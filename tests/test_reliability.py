@@ -304,7 +304,7 @@ def alive(pid):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
-    proc = start_run(tmp_path, "runner=parallel", "batch_size_run=2")
+    proc = start_run(tmp_path, "runner=parallel", "batch_size_run=2", "env_workers=2")
     assert wait_for(lambda: len(children(proc.pid)) >= 2 and sacred_runs(tmp_path))
     time.sleep(1)
     workers = children(proc.pid)
@@ -323,7 +323,7 @@ def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
 def test_kill_9_leaves_no_workers_and_a_died_record(tmp_path):
     from utils.files import run_status
 
-    proc = start_run(tmp_path, "runner=parallel", "batch_size_run=3")
+    proc = start_run(tmp_path, "runner=parallel", "batch_size_run=3", "env_workers=3")
     assert wait_for(lambda: len(children(proc.pid)) >= 3 and sacred_runs(tmp_path))
     workers = children(proc.pid)
     proc.kill()

@@ -81,18 +81,50 @@ def test_dead_worker_raises_instead_of_hanging(mock_setup):
     assert time.time() - start < 30
 
 
+def test_default_env_workers_one_per_core(mock_setup, monkeypatch):
+    import runners.parallel_runner as pr
+
+    monkeypatch.setattr(pr, "usable_cores", lambda: 2)
+    _, runner, _ = mock_setup(runner="parallel", batch_size_run=5)
+    assert runner.groups == [[0, 1, 2], [3, 4]]
+    _, runner, _ = mock_setup(runner="parallel", batch_size_run=1)
+    assert runner.groups == [[0]]
+
+
+def test_env_workers_above_envs_refused():
+    from config import load_config
+    from utils.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"env_workers=4 is more processes than envs \(batch_size_run=2\)"):
+        load_config(
+            [
+                "--config=qmix",
+                "--env-config=mpe",
+                "with",
+                "runner=parallel",
+                "batch_size_run=2",
+                "env_workers=4",
+            ]
+        )
+
+
 def test_workers_exit_after_close(mock_setup):
-    _, runner, _ = mock_setup(runner="parallel", batch_size_run=3)
+    _, runner, _ = mock_setup(runner="parallel", batch_size_run=3, env_workers=3)
     runner.run()
     runner.close_env()
     assert not any(p.is_alive() for p in runner.ps)
 
 
-def test_vector_runner_equals_parallel_runner(mock_setup):
+@pytest.mark.parametrize("env_workers", [1, 2, 3])
+def test_vector_runner_equals_parallel_runner(mock_setup, env_workers):
     """The in-process vector runner plays the same episodes as the parallel runner from the same
-    seeds and controller: every field of the batch, training and test episodes, and t_env."""
+    seeds and controller, whatever the number of worker processes the envs are spread over:
+    every field of the batch, training and test episodes, and t_env."""
     k = 3
-    _, par, mac_p = mock_setup(runner="parallel", batch_size_run=k, ep_len=5, episode_limit=10)
+    _, par, mac_p = mock_setup(
+        runner="parallel", batch_size_run=k, env_workers=env_workers, ep_len=5, episode_limit=10
+    )
+    assert len(par.ps) == env_workers and sorted(i for g in par.groups for i in g) == [0, 1, 2]
     _, vec, mac_v = mock_setup(runner="vector", batch_size_run=k, ep_len=5, episode_limit=10)
     mac_v.load_state(mac_p)
     for test_mode in (False, True):

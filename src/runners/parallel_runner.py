@@ -44,7 +44,7 @@ def env_command(env, cmd, data):
         reward, terminated, info = env.step(data)
         out = env_data(env)
         out.update(
-            reward=reward,
+            reward=np.asarray(reward, dtype=np.float64),  # a float, or one per agent
             terminated=terminated,
             info=info,
             indi_terminated=np.asarray(env.get_indi_terminated()),
@@ -63,15 +63,40 @@ def env_command(env, cmd, data):
     raise ValueError(f"unknown worker command {cmd!r}")
 
 
-def env_worker(remote, env_name, env_args, parent_pid=None):
-    """Owns one env; answers (command, data) messages with ("ok", result) or ("error", text)."""
+STACKED = ("step", "reset")  # commands whose replies travel as one array per field
+
+
+def stack_replies(replies):
+    """Per-env step/reset replies -> {field: array with the envs along axis 0}, infos as a list.
+    A few arrays cross a pipe much faster than many small ones."""
+    out = {k: np.stack([r[k] for r in replies]) for k in replies[0] if k != "info"}
+    if "info" in replies[0]:
+        out["info"] = [r["info"] for r in replies]
+    return out
+
+
+def take(stacked, rows):
+    return {k: [v[i] for i in rows] if k == "info" else v[rows] for k, v in stacked.items()}
+
+
+def concat(parts):
+    return {
+        k: [x for p in parts for x in p[k]] if k == "info" else np.concatenate([p[k] for p in parts])
+        for k in parts[0]
+    }
+
+
+def env_worker(remote, env_name, env_args_list, parent_pid=None):
+    """Owns a group of envs; answers (command, [(env, data), ...]) with ("ok", [result, ...]) in
+    that order, or ("error", text)."""
     parent_pid = parent_pid or os.getppid()
     die_with_parent(parent_pid)
     try:
-        env = env_REGISTRY[env_name](**env_args)
+        envs = [env_REGISTRY[env_name](**a) for a in env_args_list]
         while True:
-            cmd, data = next_message(remote, parent_pid)
-            remote.send(("ok", env_command(env, cmd, data)))
+            cmd, items = next_message(remote, parent_pid)
+            replies = [env_command(envs[j], cmd, data) for j, data in items]
+            remote.send(("ok", stack_replies(replies) if cmd in STACKED else replies))
             if cmd == "close":
                 break
     except KeyboardInterrupt:
@@ -85,6 +110,21 @@ def env_worker(remote, env_name, env_args, parent_pid=None):
         remote.close()
 
 
+def usable_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def worker_count(args):
+    """env_workers, or by default one process per core, at most one per env: more processes
+    than cores only add switches and pipe traffic."""
+    n = args.batch_size_run
+    w = getattr(args, "env_workers", None)
+    return min(n, usable_cores()) if w is None else w
+
+
 def env_args_for(args, i):
     """Env i's arguments: the run's, with the seed offset by i when one is given."""
     env_args = dict(args.env_args)
@@ -94,8 +134,8 @@ def env_args_for(args, i):
 
 
 class ParallelRunner(RunnerBase):
-    """batch_size_run envs, one worker process each; each run() plays one episode per env, and
-    the controller acts for all of them in one forward pass."""
+    """batch_size_run envs spread over env_workers processes; each run() plays one episode per
+    env, and the controller acts for all of them in one forward pass."""
 
     def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         super().__init__(args, logger)
@@ -107,45 +147,68 @@ class ParallelRunner(RunnerBase):
         self.closed = False
 
     def _start_envs(self, args):
+        n_workers = worker_count(args)
+        # Contiguous groups: worker w owns envs groups[w]; env i is (owner[i], slot[i]).
+        self.groups = [g.tolist() for g in np.array_split(np.arange(self.batch_size), n_workers)]
+        self.owner = {i: (w, j) for w, g in enumerate(self.groups) for j, i in enumerate(g)}
         # fork is fast and safe here: workers never touch torch.
         ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         self.parent_conns, self.ps = [], []
-        for i in range(self.batch_size):
+        for group in self.groups:
             parent, child = ctx.Pipe()
-            p = ctx.Process(
-                target=env_worker, args=(child, args.env, env_args_for(args, i), os.getpid()), daemon=True
-            )
+            env_args = [env_args_for(args, i) for i in group]
+            p = ctx.Process(target=env_worker, args=(child, args.env, env_args, os.getpid()), daemon=True)
             p.start()
             child.close()  # so that a dead worker shows as EOF, not a hang
             self.parent_conns.append(parent)
             self.ps.append(p)
 
     # --- messaging --------------------------------------------------------------------------
-    def _recv(self, i):
-        conn, p = self.parent_conns[i], self.ps[i]
+    def _recv(self, w):
+        conn, p = self.parent_conns[w], self.ps[w]
         while not conn.poll(1.0):
             if not p.is_alive():
-                raise EnvWorkerError(f"env worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
+                raise EnvWorkerError(f"env worker {w} (pid {p.pid}) died with exit code {p.exitcode}")
         try:
             status, data = conn.recv()
         except (EOFError, ConnectionResetError):
             p.join(timeout=1.0)
-            raise EnvWorkerError(f"env worker {i} (pid {p.pid}) died with exit code {p.exitcode}") from None
+            raise EnvWorkerError(f"env worker {w} (pid {p.pid}) died with exit code {p.exitcode}") from None
         if status == "error":
-            raise EnvWorkerError(f"env worker {i} failed:\n{data}")
+            raise EnvWorkerError(f"env worker {w} (envs {self.groups[w]}) failed:\n{data}")
         return data
 
-    def _send(self, i, cmd, data=None):
+    def _send(self, w, cmd, items):
         try:
-            self.parent_conns[i].send((cmd, data))
+            self.parent_conns[w].send((cmd, items))
         except (BrokenPipeError, OSError):
             raise EnvWorkerError(
-                f"env worker {i} (pid {self.ps[i].pid}) is gone (exit code {self.ps[i].exitcode})"
+                f"env worker {w} (pid {self.ps[w].pid}) is gone (exit code {self.ps[w].exitcode})"
             ) from None
 
+    def _exchange(self, cmd, items):
+        """[(env index, data), ...] -> the envs' replies in the same order (for step and reset:
+        stacked, see stack_replies); every worker involved works at once."""
+        per_worker = {}
+        for i, data in items:
+            w, j = self.owner[i]
+            per_worker.setdefault(w, []).append((j, data))
+        for w, msgs in per_worker.items():
+            self._send(w, cmd, msgs)
+        parts = {w: self._recv(w) for w in per_worker}
+        order = [self.groups[w][j] for w, msgs in per_worker.items() for j, _ in msgs]
+        if cmd in STACKED:
+            out = concat(list(parts.values()))
+            if order != [i for i, _ in items]:
+                pos = {i: k for k, i in enumerate(order)}
+                out = take(out, [pos[i] for i, _ in items])
+            return out
+        flat = dict(zip(order, (r for w in per_worker for r in parts[w]), strict=True))
+        return [flat[i] for i, _ in items]
+
     def _call(self, i, cmd, data=None):
-        self._send(i, cmd, data)
-        return self._recv(i)
+        assert cmd not in STACKED
+        return self._exchange(cmd, [(i, data)])[0]
 
     # --- runner interface -------------------------------------------------------------------
     def get_env_info(self) -> dict:
@@ -153,16 +216,17 @@ class ParallelRunner(RunnerBase):
 
     def save_replay(self) -> list[str | None]:
         """-> the path each env wrote (None where it writes none)."""
-        return [self._call(i, "save_replay") for i in range(self.batch_size)]
+        return self._exchange("save_replay", [(i, None) for i in range(self.batch_size)])
 
     def close_env(self) -> None:
         if self.closed:
             return
         self.closed = True
-        for i, p in enumerate(self.ps):
+        for w, p in enumerate(self.ps):
             if p.is_alive():
                 try:
-                    self._call(i, "close")
+                    self._send(w, "close", [(j, None) for j in range(len(self.groups[w]))])
+                    self._recv(w)
                 except EnvWorkerError:
                     pass
         for p in self.ps:
@@ -173,10 +237,7 @@ class ParallelRunner(RunnerBase):
 
     def _reset(self):
         batch = self.new_batch()
-        for i in range(self.batch_size):
-            self._send(i, "reset")
-        replies = [self._recv(i) for i in range(self.batch_size)]
-        batch.update({k: np.stack([r[k] for r in replies]) for k in replies[0]}, ts=0)
+        batch.update(self._exchange("reset", [(i, None) for i in range(self.batch_size)]), ts=0)
         self.t = 0
         return batch
 
@@ -196,32 +257,27 @@ class ParallelRunner(RunnerBase):
             )
             batch.update({"actions": actions}, bs=active, ts=self.t, mark_filled=False)
             actions = self.mac.env_actions(actions, batch, self.t, active).cpu().numpy()
-            stepped = [i for i in active if not terminated[i]]
-            for j, i in enumerate(active):
-                if not terminated[i]:
-                    self._send(i, "step", actions[j])
-            # Envs that just terminated get their extra action above, then drop out.
-            active = stepped
+            # Envs that just terminated got their extra action above; now they drop out.
+            steps = [(i, actions[j]) for j, i in enumerate(active) if not terminated[i]]
+            active = [i for i, _ in steps]
             if not active:
                 break
-            replies = [self._recv(i) for i in active]
-            post = {"reward": [], "terminated": [], "indi_terminated": []}
-            for i, r in zip(active, replies, strict=True):
-                episode_returns[i] = episode_returns[i] + np.asarray(r["reward"], dtype=np.float64)
+            r = self._exchange("step", steps)
+            for k, i in enumerate(active):
+                episode_returns[i] = episode_returns[i] + r["reward"][k]
                 episode_lengths[i] += 1
-                if r["terminated"]:
+                if r["terminated"][k]:
                     terminated[i] = True
-                    final_infos[i] = r["info"]
-                post["reward"].append(np.asarray(r["reward"], dtype=np.float32).reshape(-1))
-                post["terminated"].append([r["terminated"] and not r["info"].get("episode_limit", False)])
-                post["indi_terminated"].append(r["indi_terminated"])
+                    final_infos[i] = r["info"][k]
+            cut = np.array([info.get("episode_limit", False) for info in r["info"]], dtype=bool)
+            post = {
+                "reward": r["reward"].reshape(len(active), -1),
+                "terminated": (r["terminated"].astype(bool) & ~cut)[:, None],
+                "indi_terminated": r["indi_terminated"],
+            }
             batch.update(post, bs=active, ts=self.t, mark_filled=False)
             self.t += 1
-            batch.update(
-                {k: np.stack([r[k] for r in replies]) for k in ("state", "avail_actions", "obs")},
-                bs=active,
-                ts=self.t,
-            )
+            batch.update({k: r[k] for k in ("state", "avail_actions", "obs")}, bs=active, ts=self.t)
 
         if not test_mode:
             self.t_env += sum(episode_lengths)

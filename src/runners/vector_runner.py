@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from envs import REGISTRY as env_REGISTRY
-from runners.parallel_runner import ParallelRunner, env_args_for, env_command
+from runners.parallel_runner import STACKED, ParallelRunner, env_args_for, env_command, stack_replies
 
 
 class VectorRunner(ParallelRunner):
@@ -12,14 +12,10 @@ class VectorRunner(ParallelRunner):
 
     def _start_envs(self, args):
         self.envs = [env_REGISTRY[args.env](**env_args_for(args, i)) for i in range(self.batch_size)]
-        self._replies = [None] * self.batch_size
 
-    def _send(self, i, cmd, data=None):
-        self._replies[i] = env_command(self.envs[i], cmd, data)
-
-    def _recv(self, i):
-        reply, self._replies[i] = self._replies[i], None
-        return reply
+    def _exchange(self, cmd, items):
+        replies = [env_command(self.envs[i], cmd, data) for i, data in items]
+        return stack_replies(replies) if cmd in STACKED else replies
 
     def close_env(self) -> None:
         if self.closed:
