@@ -265,6 +265,20 @@ def test_skirmish_replay_path_is_printed(tmp_path, caplog, capsys):
 # --- killed processes, Ctrl-C ----------------------------------------------------------------
 
 
+_started = []
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_runs():
+    """A failing assertion must not leave a 10M-step run behind (its workers die with it)."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def start_run(tmp_path, *extra):
     cmd = [
         sys.executable,
@@ -276,7 +290,9 @@ def start_run(tmp_path, *extra):
         "torch_threads=1",
         *extra,
     ]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _started.append(proc)
+    return proc
 
 
 def wait_for(predicate, timeout=60):
