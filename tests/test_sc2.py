@@ -77,7 +77,9 @@ def test_env_info_adds_the_entity_layout_from_smac_sizes(wrapped):
 def test_no_entity_layout_when_the_timestep_is_appended(monkeypatch):
     monkeypatch.setattr(sc2_env, "load_smac", lambda: FakeSMAC)
     env = sc2_env.StarCraft2Env(map_name="3m", obs_timestep_number=True)
-    assert "obs_entities" not in env.get_env_info()
+    info = env.get_env_info()
+    assert "obs_entities" not in info
+    assert info["obs_shape"] == 62  # SMAC appends the time to observations one longer than it says
 
 
 def test_step_passes_a_list_and_attributes_pass_through(wrapped):

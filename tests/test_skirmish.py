@@ -61,6 +61,19 @@ def test_sizes_match_smac(name):
     assert env.grid[cells[:, 0], cells[:, 1]].all()
 
 
+def test_timestep_feature_sizes_the_observation_it_is_in():
+    """SMAC's get_obs_size() counts the time once (a zero own feature) and then appends it: the
+    observations are one longer. env_info must give the true length, or no runner can store
+    them (ippo with obs_timestep_number=True crashed on this)."""
+    env = SkirmishEnv(map_name="3m", seed=0, obs_timestep_number=True)
+    assert env.get_obs_size() == 31  # SMAC's figure: 30 + the own time feature
+    assert env.get_env_info()["obs_shape"] == 32 == env.get_obs()[0].shape[0]
+    env.reset()
+    for t in (1, 2):
+        env.step([1, 1, 1])
+        assert env.get_obs()[0][-1] == pytest.approx(t / env.episode_limit)
+
+
 def test_2s3z_layout_and_agent_order():
     env = SkirmishEnv(map_name="2s3z", seed=0)
     assert env.kinds[:5] == ["stalker", "stalker", "zealot", "zealot", "zealot"]

@@ -80,7 +80,9 @@ class StarCraft2Env:
     def get_env_info(self):
         info = dict(self.env.get_env_info())
         env = self.env
-        if not getattr(env, "obs_timestep_number", False):
+        if getattr(env, "obs_timestep_number", False):  # SMAC's observations are one longer than it says
+            info["obs_shape"] += 1
+        else:
             n_en, en_dim = env.get_obs_enemy_feats_size()
             n_al, al_dim = env.get_obs_ally_feats_size()
             info["obs_entities"] = [

@@ -647,7 +647,10 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
     def get_env_info(self):
         info = {
             "state_shape": self.get_state_size(),
-            "obs_shape": self.obs_size,
+            # SMAC's get_obs_size() counts the time feature once, inside own_feats, but its
+            # observations append it again: with obs_timestep_number they are one longer. The
+            # runners need the true length; get_obs_size() keeps SMAC's figure.
+            "obs_shape": self.obs_size + int(self.obs_timestep_number),
             "n_actions": self.n_actions,
             "n_agents": self.n_agents,
             "n_enemies": self.n_enemies,
