@@ -20,7 +20,8 @@ from utils.processes import signal_on_parent_death  # noqa: E402
 
 def results_folder(config):
     env_args = config["env_args"]
-    task = env_args.get("map_name") or env_args.get("key") or env_args.get("scenario") or "default"
+    key = str(env_args.get("key") or "").rpartition(":")[2]  # a Gymnasium id without its module
+    task = env_args.get("map_name") or key or env_args.get("scenario") or "default"
     base = results_base(config)
     parts = [config["experiment"]] if config.get("experiment") else []
     return base, os.path.join(base, "sacred", *parts, config["env"], str(task), config["name"])

@@ -27,6 +27,18 @@ def _validate_skirmish(env_args):
     validate_env_args(env_args)
 
 
+def _gymma(**env_args):
+    from envs.gymma_env import GymmaEnv
+
+    return GymmaEnv(**env_args)
+
+
+def _validate_gymma(env_args):
+    from envs.gymma_env import validate_env_args
+
+    validate_env_args(env_args)
+
+
 def _sc2(**env_args):
     from envs.sc2_env import StarCraft2Env
 
@@ -40,13 +52,15 @@ def _validate_sc2(env_args):
 
 
 REGISTRY = Registry(
-    "env", {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish, "sc2": _sc2}
+    "env",
+    {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish, "sc2": _sc2, "gymma": _gymma},
 )
 VALIDATORS = {
     "mpe": _validate_pettingzoo,
     "pettingzoo": _validate_pettingzoo,
     "skirmish": _validate_skirmish,
     "sc2": _validate_sc2,
+    "gymma": _validate_gymma,
 }
 
 # Envs whose save_replay() writes something (skirmish: an animated GIF; sc2: an SC2 replay).

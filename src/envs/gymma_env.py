@@ -1,0 +1,214 @@
+"""Any Gymnasium-registered multi-agent env as a MultiAgentEnv: the convention of Level-Based
+Foraging (lbforaging) and the Multi-Robot Warehouse (rware), which EPyMARL calls "gymma". The
+env's spaces are Tuples with one entry per agent; step() gives a list of per-agent rewards and
+one done flag (or one per agent).
+
+    env_args.key=lbforaging:Foraging-8x8-2p-3f-v3     (module:id imports the module first)
+    env_args.key=rware:rware-tiny-2ag-v2
+
+Observations are flattened and zero-padded to the largest agent's size; the state is all of
+them concatenated (as in EPyMARL). Every action is available (invalid moves are no-ops in these
+envs, and EPyMARL's published figures were produced that way). An episode ends when the env says
+done or after time_limit steps; the step at the time limit (the env's own step limit included)
+is reported as a time-limit cut, not as a termination."""
+
+import importlib
+
+import numpy as np
+
+from envs.multiagentenv import MultiAgentEnv
+from utils.errors import ConfigError
+from utils.registry import unknown_name_message
+
+WRAPPER_KEYS = {"key", "time_limit", "seed", "common_reward", "reward_scalarisation"}
+PACKAGES = {"lbforaging": "lbforaging", "rware": "rware"}  # module -> PyPI name
+
+
+def _gym():
+    import gymnasium
+
+    return gymnasium
+
+
+def resolve_key(key):
+    """-> the Gymnasium id; imports the module of a "module:id" key."""
+    if not key:
+        raise ConfigError(
+            "env_args.key is empty: name a Gymnasium env id, e.g. "
+            "env_args.key=lbforaging:Foraging-8x8-2p-3f-v3 or env_args.key=rware:rware-tiny-2ag-v2"
+        )
+    module, _, env_id = key.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            package = PACKAGES.get(module.split(".")[0], module.split(".")[0])
+            raise ConfigError(
+                f"env_args.key={key!r} needs the package {package!r}: pip install {package} "
+                "(requirements.txt pins it)"
+            ) from None
+    registry = _gym().registry
+    if env_id not in registry:
+        prefix = module.split(".")[0] if module else ""
+        choices = [
+            k for k, spec in registry.items() if not prefix or str(spec.entry_point).startswith(prefix)
+        ]
+        raise ConfigError(
+            unknown_name_message("Gymnasium env id (env_args.key)", env_id, choices or registry)
+        )
+    return env_id
+
+
+def own_step_limit(env):
+    """The step limit the env enforces itself, where it says so."""
+    for name in ("_max_episode_steps", "max_steps", "max_episode_steps"):
+        value = getattr(env.unwrapped, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    spec = getattr(env, "spec", None)
+    return getattr(spec, "max_episode_steps", None) or None
+
+
+def validate_env_args(env_args):
+    env_id = resolve_key(env_args.get("key"))
+    limit = env_args.get("time_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"env_args.time_limit={limit!r} must be a positive integer (steps) or null")
+    if env_args.get("reward_scalarisation") not in ("sum", "mean"):
+        raise ConfigError(
+            f"env_args.reward_scalarisation={env_args.get('reward_scalarisation')!r}"
+            " is not valid; valid choices: sum, mean"
+        )
+    GymmaEnv(**env_args).close()  # the env judges its own kwargs; spaces are checked here
+    return env_id
+
+
+class GymmaEnv(MultiAgentEnv):
+    def __init__(self, **env_args):
+        env_id = resolve_key(env_args.get("key"))
+        kwargs = {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
+        try:
+            self.env = _gym().make(env_id, disable_env_checker=True, **kwargs)
+        except Exception as e:  # third-party code: one line naming what was given
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise ConfigError(f"{env_id} cannot be built with {kwargs or 'its defaults'}: {first}") from None
+        self.key = env_args["key"]
+        act, obs = self.env.action_space, self.env.observation_space
+        if not (hasattr(act, "spaces") and hasattr(obs, "spaces")):
+            raise ConfigError(
+                f"{env_id} is not a multi-agent env of this kind: its action and observation spaces "
+                f"must be Tuples with one entry per agent (got {act} and {obs})"
+            )
+        if not all(hasattr(s, "n") for s in act.spaces):
+            raise ConfigError(
+                f"{env_id}: only discrete (Discrete) per-agent actions are supported, got {act}"
+            )
+        self.n_agents = len(act.spaces)
+        self.agent_action_sizes = [int(s.n) for s in act.spaces]
+        self.n_actions = max(self.agent_action_sizes)
+        self.obs_sizes = [int(np.prod(s.shape)) for s in obs.spaces]
+        self.obs_size = max(self.obs_sizes)
+        self.common_reward = env_args.get("common_reward", True)
+        self.reward_scalarisation = env_args.get("reward_scalarisation", "sum")
+        self.own_limit = own_step_limit(self.env)
+        self.episode_limit = env_args.get("time_limit") or self.own_limit
+        if not self.episode_limit:
+            raise ConfigError(f"{env_id} sets no step limit of its own: set env_args.time_limit")
+        self._seed = env_args.get("seed")
+        self._seeded = False
+        self._avail = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)
+        for i, n in enumerate(self.agent_action_sizes):
+            self._avail[i, :n] = 1
+        self._obs = np.zeros((self.n_agents, self.obs_size), dtype=np.float32)
+        self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
+        self._steps = 0
+
+    def _set_obs(self, obs):
+        self._obs[:] = 0
+        for i, o in enumerate(obs):
+            o = np.asarray(o, dtype=np.float32).reshape(-1)
+            self._obs[i, : o.size] = o
+
+    def reset(self):
+        seed = None if self._seeded else self._seed
+        self._seeded = True
+        obs, _ = self.env.reset(seed=seed)
+        self._set_obs(obs)
+        self._indi_terminated[:] = 0
+        self._steps = 0
+        return self.get_obs(), self.get_state()
+
+    def step(self, actions):
+        actions = [int(a) for a in np.asarray(actions).reshape(-1)[: self.n_agents]]
+        obs, rewards, done, truncated, info = self.env.step(actions)
+        self._steps += 1
+        self._set_obs(obs)
+        rewards = np.asarray(rewards, dtype=np.float32).reshape(-1)
+        if rewards.size != self.n_agents:
+            raise RuntimeError(f"{self.key}: step() gave {rewards.size} rewards for {self.n_agents} agents")
+        per_agent_done = np.asarray(done, dtype=bool).reshape(-1)
+        all_done = bool(per_agent_done.all()) or bool(np.all(truncated))
+        at_limit = self._steps >= self.episode_limit or (
+            self.own_limit is not None and self._steps >= self.own_limit
+        )
+        cut = at_limit or (bool(np.all(truncated)) and not bool(per_agent_done.all()))
+        if not cut:
+            # agents the env reports done before the end are terminated (they act no more)
+            flags = (
+                per_agent_done
+                if per_agent_done.size == self.n_agents
+                else per_agent_done.repeat(self.n_agents)
+            )
+            self._indi_terminated[flags] = 1
+        finished = all_done or at_limit
+        info = {"episode_limit": finished and cut}
+        if self.common_reward:
+            return (
+                float(rewards.sum() if self.reward_scalarisation == "sum" else rewards.mean()),
+                finished,
+                info,
+            )
+        return rewards, finished, info
+
+    def get_obs(self):
+        return self._obs.copy()
+
+    def get_obs_size(self):
+        return self.obs_size
+
+    def get_state(self):
+        return self._obs.reshape(-1).copy()
+
+    def get_state_size(self):
+        return self.n_agents * self.obs_size
+
+    def get_avail_actions(self):
+        avail = self._avail.copy()
+        dead = self._indi_terminated == 1
+        if dead.any():  # terminated agents may only take action 0 (no-op)
+            avail[dead] = 0
+            avail[dead, 0] = 1
+        return avail
+
+    def get_total_actions(self):
+        return self.n_actions
+
+    def get_indi_terminated(self):
+        return self._indi_terminated.copy()
+
+    def get_env_info(self):
+        info = super().get_env_info()
+        info["obs_sizes"] = self.obs_sizes
+        return info
+
+    def get_stats(self):
+        return {}
+
+    def render(self):
+        return self.env.render()
+
+    def close(self):
+        self.env.close()
+
+    def seed(self, seed=None):
+        self._seed, self._seeded = seed, False
