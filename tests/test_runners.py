@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from runners.parallel_runner import EnvWorkerError
+from runners.parallel_runner import EnvWorkerError, env_seed
+
+
+def lengths(k, ep_len=5):
+    """The mock env's episode lengths (ep_len + seed % 3) of a k-env runner seeded 0."""
+    return sum(ep_len + env_seed(0, i) % 3 for i in range(k))
 
 
 def test_episode_runner_layout_terminated(mock_setup):
@@ -48,9 +53,9 @@ def test_parallel_equals_stacked_episodes(mock_setup):
     batch_p = par.run(test_mode=True)
     assert par.t_env == 0  # test runs do not count
     batch_p2 = par.run(test_mode=False)
-    assert par.t_env == 5 + 6 + 7  # seeds 0, 1, 2 give lengths 5, 6, 7
+    assert par.t_env == lengths(k) and len({5 + env_seed(0, i) % 3 for i in range(k)}) > 1
     for i in range(k):
-        _, ep, mac_e = mock_setup(runner="episode", ep_len=5, episode_limit=10, seed=i)
+        _, ep, mac_e = mock_setup(runner="episode", ep_len=5, episode_limit=10, seed=env_seed(0, i))
         mac_e.load_state(mac_p)
         batch_e = ep.run(test_mode=True)
         for key in batch_e.data.transition_data:
@@ -115,6 +120,13 @@ def test_workers_exit_after_close(mock_setup):
     assert not any(p.is_alive() for p in runner.ps)
 
 
+def test_env_seeds_of_neighbouring_runs_do_not_overlap():
+    runs = [{env_seed(seed, i) for i in range(10)} for seed in range(1, 6)]
+    assert all(len(r) == 10 for r in runs)
+    assert all(not (a & b) for j, a in enumerate(runs) for b in runs[j + 1 :])
+    assert env_seed(7, 0) == 7  # env 0 keeps the run seed, as the episode runner's env
+
+
 @pytest.mark.parametrize("env_workers", [1, 2, 3])
 def test_vector_runner_equals_parallel_runner(mock_setup, env_workers):
     """The in-process vector runner plays the same episodes as the parallel runner from the same
@@ -136,4 +148,4 @@ def test_vector_runner_equals_parallel_runner(mock_setup, env_workers):
         batch_v = vec.run(test_mode=test_mode)
         for key in batch_p.data.transition_data:
             assert torch.equal(batch_p[key], batch_v[key]), key
-    assert par.t_env == vec.t_env == 5 + 6 + 7
+    assert par.t_env == vec.t_env == lengths(k)
