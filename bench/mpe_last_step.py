@@ -1,0 +1,86 @@
+"""Test returns of a saved run on MPE counted two ways: all 25 steps (ours), and without the last
+step's reward, which is what EPyMARL reports on MPE: its PettingZoo wrapper reads the rewards of
+the agents still in the env, and at the time limit PettingZoo has removed them all, so the last
+step's rewards become 0.
+
+    python bench/mpe_last_step.py <results>/models/<run token> --config mappo [--episodes 500] [key=value ...]
+
+Plays the saved policy (test mode, as the run's tests do) with the config's settings plus the
+given overrides; prints one JSON line with both means and their difference.
+"""
+
+import argparse
+import json
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("checkpoint", help="a run's models folder (the latest step is taken) or one step folder")
+    p.add_argument("--config", default="mappo")
+    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("overrides", nargs="*")
+    a = p.parse_intermixed_args()
+
+    from components.episode_buffer import EpisodeBatch
+    from config import load_config
+    from controllers import REGISTRY as mac_REGISTRY
+    from learners import REGISTRY as le_REGISTRY
+    from run import build_scheme
+    from runners import REGISTRY as r_REGISTRY
+    from utils.checkpoint import find_checkpoint, load_checkpoint
+    from utils.logger import Logger, get_console_logger
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+    argv = [f"--config={a.config}", "--env-config=mpe", "with", "seed=0", "runner=vector", *a.overrides]
+    args = SimpleNamespace(**load_config(argv))
+    args.device, args.unique_token = "cpu", "bench"
+    runner = r_REGISTRY[args.runner](args=args, logger=Logger(get_console_logger()))
+    info = runner.get_env_info()
+    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
+        setattr(args, k, info[k])
+    args.obs_entities, args.action_entities = info.get("obs_entities"), info.get("action_entities")
+    args.action_space = info.get("action_space", "discrete")
+    if args.action_space == "continuous":
+        args.action_low, args.action_high = info["action_low"], info["action_high"]
+    scheme, groups, preprocess = build_scheme(args, info)
+    full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
+    mac = mac_REGISTRY[args.mac](full_scheme, groups, args)
+    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
+    learner = le_REGISTRY[args.learner](mac, full_scheme, runner.logger, args)
+    load_checkpoint(find_checkpoint(a.checkpoint), learner, "cpu")
+
+    full, cut = [], []
+    while len(full) < a.episodes:
+        batch = runner.run(test_mode=True)
+        rewards = batch["reward"][:, :-1].sum(-1)  # [B, T] team reward per step
+        lengths = batch["filled"][:, :-1, 0].sum(1).long()
+        for b in range(batch.batch_size):
+            r = rewards[b, : lengths[b]]
+            full.append(r.sum().item())
+            cut.append(r[:-1].sum().item())
+    runner.close_env()
+    full, cut = np.array(full[: a.episodes]), np.array(cut[: a.episodes])
+    print(
+        json.dumps(
+            {
+                "episodes": len(full),
+                "return_all_steps": round(full.mean(), 2),
+                "return_without_last_step": round(cut.mean(), 2),
+                "last_step_reward": round((full - cut).mean(), 2),
+                "stderr": round(full.std() / np.sqrt(len(full)), 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
