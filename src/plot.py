@@ -2,10 +2,14 @@
 
     python src/plot.py results/sacred --metric test_return_mean --group-by name
         [--filter env_args.map_name=2s3z] [--smooth 3] [--out results/plots/qmix_vs_differ]
-        [--aggregate iqm]
+        [--aggregate iqm] [--aggregate poi] [--marl-eval runs.json]
 
-Writes <out>.png, <out>.csv and <out>.md (and <out>_iqm.csv/.md with --aggregate iqm).
-One panel per task (map, scenario or env key) when several are present.
+Writes <out>.png, <out>.csv and <out>.md; with --aggregate iqm also <out>_iqm.csv/.md (rliable's
+interquartile mean of the final values across tasks and seeds), with --aggregate poi
+<out>_poi.csv/.md (rliable's probability that a run of X ends above a run of Y, for every ordered
+pair of groups, averaged over tasks). Both come with 95% stratified-bootstrap intervals.
+--marl-eval writes the runs in marl-eval's JSON layout (the format of BenchMARL's and Mava's
+evaluation tools). One panel per task (map, scenario or env key) when several are present.
 """
 
 import argparse
@@ -46,10 +50,13 @@ def parse_args(argv):
     p.add_argument("--out", default=None, help="output path without extension")
     p.add_argument(
         "--aggregate",
-        choices=["iqm"],
-        default=None,
-        help="also aggregate final values across tasks (rliable IQM, stratified bootstrap)",
+        choices=["iqm", "poi"],
+        action="append",
+        default=[],
+        help="also aggregate final values across tasks: iqm (interquartile mean), poi "
+        "(probability of improvement); rliable, stratified bootstrap (repeatable)",
     )
+    p.add_argument("--marl-eval", default=None, metavar="PATH", help="also write the runs as marl-eval JSON")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return p.parse_args(argv)
 
@@ -138,20 +145,32 @@ def markdown(table, float_format="{:.2f}"):
     return "\n".join(lines) + "\n"
 
 
-def aggregate_iqm(table_df, rng_seed):
-    """IQM of final values across tasks and seeds per group, with rliable's stratified bootstrap."""
-    import pandas as pd
-
+def _rliable():
     try:
         from rliable import library as rly
         from rliable import metrics
     except ImportError:
-        raise SystemExit("error: --aggregate iqm needs rliable: pip install rliable") from None
+        raise SystemExit("error: --aggregate needs rliable: pip install rliable") from None
+    return rly, metrics
+
+
+def score_matrices(table_df):
+    """{group: final values [runs, tasks]}; every group keeps as many runs per task as its
+    smallest task has (seeds in order)."""
     scores = {}
     for group, g in table_df.groupby("group"):
         per_task = [r.sort_values("seed")["final"].to_numpy() for _, r in g.groupby("task")]
         n = min(len(t) for t in per_task)
-        scores[group] = np.stack([t[:n] for t in per_task], axis=1)  # [runs, tasks]
+        scores[group] = np.stack([t[:n] for t in per_task], axis=1)
+    return scores
+
+
+def aggregate_iqm(table_df, rng_seed):
+    """IQM of final values across tasks and seeds per group, with rliable's stratified bootstrap."""
+    import pandas as pd
+
+    rly, metrics = _rliable()
+    scores = score_matrices(table_df)
     np.random.seed(rng_seed)
     point, interval = rly.get_interval_estimates(
         scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=BOOTSTRAP
@@ -169,6 +188,68 @@ def aggregate_iqm(table_df, rng_seed):
             for g in scores
         ]
     )
+
+
+def probability_of_improvement(table_df, rng_seed):
+    """P(X > Y) for every ordered pair of groups: the chance that a run of X ends above a run of
+    Y on the same task (ties count half), averaged over tasks; rliable's estimate and its
+    stratified-bootstrap 95% interval. Groups must cover the same tasks."""
+    import pandas as pd
+
+    rly, metrics = _rliable()
+    scores = score_matrices(table_df)
+    tasks = {g: sorted(d["task"].unique()) for g, d in table_df.groupby("group")}
+    groups = sorted(scores)
+    if len(groups) < 2:
+        raise SystemExit("error: --aggregate poi compares groups and needs at least two")
+    if len({tuple(t) for t in tasks.values()}) > 1:
+        raise SystemExit(f"error: --aggregate poi needs every group on the same tasks, got {tasks}")
+    pairs = {f"{x} > {y}": (scores[x], scores[y]) for x in groups for y in groups if x != y}
+    np.random.seed(rng_seed)
+    point, interval = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=BOOTSTRAP)
+    rows = []
+    for x in groups:
+        for y in groups:
+            if x != y:
+                k = f"{x} > {y}"
+                rows.append(
+                    {
+                        "x": x,
+                        "y": y,
+                        "p_x_above_y": float(np.squeeze(point[k])),
+                        "ci_low": float(np.squeeze(interval[k][0])),
+                        "ci_high": float(np.squeeze(interval[k][1])),
+                        "n_runs_x": scores[x].shape[0],
+                        "n_runs_y": scores[y].shape[0],
+                        "n_tasks": scores[x].shape[1],
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def marl_eval_name(metric):
+    """test_return_mean -> return, test_battle_won_mean -> win_rate (marl-eval's names)."""
+    name = metric.removeprefix("test_").removesuffix("_mean")
+    return {"battle_won": "win_rate"}.get(name, name)
+
+
+def to_marl_eval(df, metric):
+    """{env: {task: {group: {run_<i>: {step_<k>: {step_count, name: [value]}, absolute_metrics}}}}}.
+    Each evaluation holds one value, the mean over its test episodes (Sacred keeps no
+    per-episode test returns); absolute_metrics repeats the last evaluation."""
+    name = marl_eval_name(metric)
+    out = {}
+    for (env, task, group), g in df.groupby(["env", "task", "group"], sort=True):
+        algo = out.setdefault(str(env), {}).setdefault(str(task), {}).setdefault(str(group), {})
+        for i, (_, r) in enumerate(sorted(g.groupby("run_dir"), key=lambda x: (x[1]["seed"].iloc[0], x[0]))):
+            r = r.sort_values("t_env")
+            run = {
+                f"step_{k}": {"step_count": int(t), name: [float(v)]}
+                for k, (t, v) in enumerate(zip(r["t_env"], r["value"], strict=True))
+            }
+            run["absolute_metrics"] = {name: [float(r["value"].iloc[-1])]}
+            algo[f"run_{i}"] = run
+    return out
 
 
 def main(argv=None):
@@ -231,7 +312,7 @@ def main(argv=None):
         f.write(markdown(table))
     written = [out + ".png", out + ".csv", out + ".md"]
 
-    if a.aggregate == "iqm":
+    if a.aggregate:
         finals = (
             df.sort_values("t_env")
             .groupby("run_dir")
@@ -243,13 +324,22 @@ def main(argv=None):
             )
             .reset_index()
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            iqm = aggregate_iqm(finals, a.seed)
-        iqm.to_csv(out + "_iqm.csv", index=False)
-        with open(out + "_iqm.md", "w") as f:
-            f.write(markdown(iqm))
-        written += [out + "_iqm.csv", out + "_iqm.md"]
+        for kind, fn in (("iqm", aggregate_iqm), ("poi", probability_of_improvement)):
+            if kind not in a.aggregate:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = fn(finals, a.seed)
+            result.to_csv(f"{out}_{kind}.csv", index=False)
+            with open(f"{out}_{kind}.md", "w") as f:
+                f.write(markdown(result))
+            written += [f"{out}_{kind}.csv", f"{out}_{kind}.md"]
+    if a.marl_eval:
+        import json
+
+        with open(a.marl_eval, "w") as f:
+            json.dump(to_marl_eval(df, a.metric), f, indent=1)
+        written.append(a.marl_eval)
     print(markdown(table), end="")
     print("wrote " + ", ".join(written))
     return 0

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 import plot
@@ -213,3 +214,69 @@ def test_a_run_killed_without_a_record_is_reported_and_left_out(swept, tmp_path,
         assert table["n_seeds"].sum() == 5  # 4 completed + the live RUNNING copy; not the dead one
     finally:
         shutil.rmtree(died)
+
+
+def _finals(values):
+    """{group: {task: [finals by seed]}} -> the finals table plot.py aggregates."""
+    import pandas as pd
+
+    rows = [
+        {"run_dir": f"{g}/{t}/{s}", "group": g, "task": t, "seed": s, "final": v}
+        for g, tasks in values.items()
+        for t, vals in tasks.items()
+        for s, v in enumerate(vals)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_probability_of_improvement_against_a_hand_count():
+    x = {"a": [1.0, 3.0, 5.0], "b": [0.0, 2.0, 2.0]}
+    y = {"a": [2.0, 3.0, 4.0], "b": [1.0, 2.0, 3.0]}
+    table = plot.probability_of_improvement(_finals({"X": x, "Y": y}), rng_seed=0)
+
+    def p(u, v):  # P(U > V) + 0.5 P(U = V) over all pairs of runs
+        return np.mean([(a > b) + 0.5 * (a == b) for a in u for b in v])
+
+    expected = (p(x["a"], y["a"]) + p(x["b"], y["b"])) / 2
+    row = table[(table.x == "X") & (table.y == "Y")].iloc[0]
+    back = table[(table.x == "Y") & (table.y == "X")].iloc[0]
+    assert row.p_x_above_y == pytest.approx(expected)
+    assert row.p_x_above_y + back.p_x_above_y == pytest.approx(1.0)
+    assert row.ci_low <= row.p_x_above_y <= row.ci_high and row.n_tasks == 2
+    with pytest.raises(SystemExit, match="same tasks"):
+        plot.probability_of_improvement(_finals({"X": x, "Y": {"a": [1.0, 2.0]}}), rng_seed=0)
+
+
+def test_marl_eval_export_layout():
+    import pandas as pd
+
+    df = pd.DataFrame(
+        [
+            {"env": "mpe", "task": "spread", "group": "qmix", "run_dir": d, "seed": s, "t_env": t, "value": v}
+            for d, s, pts in (("r2", 2, [(0, -9.0), (100, -5.0)]), ("r1", 1, [(0, -8.0), (100, -4.0)]))
+            for t, v in pts
+        ]
+    )
+    out = plot.to_marl_eval(df, "test_return_mean")
+    runs = out["mpe"]["spread"]["qmix"]
+    assert sorted(runs) == ["run_0", "run_1"]
+    assert runs["run_0"]["step_0"] == {"step_count": 0, "return": [-8.0]}  # seed 1 first
+    assert runs["run_0"]["step_1"] == {"step_count": 100, "return": [-4.0]}
+    assert runs["run_1"]["absolute_metrics"] == {"return": [-5.0]}
+    assert plot.marl_eval_name("test_battle_won_mean") == "win_rate"
+
+
+def test_plot_writes_poi_and_marl_eval(swept, tmp_path):
+    root, _ = swept
+    out, path = str(tmp_path / "cmp"), str(tmp_path / "runs.json")
+    args = [str(root / "results"), "--status", "COMPLETED", "--out", out]
+    with pytest.warns(UserWarning):
+        assert plot.main([*args, "--aggregate", "poi", "--aggregate", "iqm", "--marl-eval", path]) == 0
+    with open(out + "_poi.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["x"], r["y"]) for r in rows} == {("qmix", "vdn"), ("vdn", "qmix")}
+    assert os.path.exists(out + "_iqm.csv")
+    with open(path) as f:
+        data = json.load(f)
+    assert set(data["mpe"]["simple_spread_v3"]) == {"qmix", "vdn"}
+    assert len(data["mpe"]["simple_spread_v3"]["qmix"]) == 2
