@@ -7,7 +7,9 @@
 Writes <out>.png, <out>.csv and <out>.md; with --aggregate iqm also <out>_iqm.csv/.md (rliable's
 interquartile mean of the final values across tasks and seeds), with --aggregate poi
 <out>_poi.csv/.md (rliable's probability that a run of X ends above a run of Y, for every ordered
-pair of groups, averaged over tasks). Both come with 95% stratified-bootstrap intervals.
+pair of groups, averaged over tasks), with --aggregate profile <out>_profile.png/.csv (rliable's
+performance profile: the fraction of runs whose final value, min-max normalised per task over all
+runs shown, is above each threshold). All come with 95% stratified-bootstrap intervals.
 --marl-eval writes the runs in marl-eval's JSON layout (the format of BenchMARL's and Mava's
 evaluation tools). One panel per task (map, scenario or env key) when several are present.
 """
@@ -50,11 +52,12 @@ def parse_args(argv):
     p.add_argument("--out", default=None, help="output path without extension")
     p.add_argument(
         "--aggregate",
-        choices=["iqm", "poi"],
+        choices=["iqm", "poi", "profile"],
         action="append",
         default=[],
         help="also aggregate final values across tasks: iqm (interquartile mean), poi "
-        "(probability of improvement); rliable, stratified bootstrap (repeatable)",
+        "(probability of improvement), profile (performance profile); rliable, stratified "
+        "bootstrap (repeatable)",
     )
     p.add_argument("--marl-eval", default=None, metavar="PATH", help="also write the runs as marl-eval JSON")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
@@ -227,6 +230,58 @@ def probability_of_improvement(table_df, rng_seed):
     return pd.DataFrame(rows)
 
 
+def normalise_per_task(table_df):
+    """Finals min-max scaled to [0, 1] within each task over every run shown (a task where all
+    runs end equal maps to 1), so that tasks of different scales can share one profile."""
+    out = table_df.copy()
+    lo = out.groupby("task")["final"].transform("min")
+    hi = out.groupby("task")["final"].transform("max")
+    span = (hi - lo).where(hi > lo, 1.0)
+    out["final"] = ((out["final"] - lo) / span).where(hi > lo, 1.0)
+    return out
+
+
+def performance_profile(table_df, rng_seed, taus=None):
+    """rliable's score distribution: for each threshold tau, the fraction of runs (all tasks)
+    whose normalised final value exceeds tau, with its interval. -> DataFrame(group, tau, ...)."""
+    import pandas as pd
+
+    rly, _ = _rliable()
+    scores = score_matrices(normalise_per_task(table_df))
+    taus = np.linspace(0.0, 1.0, 21) if taus is None else np.asarray(taus)
+    np.random.seed(rng_seed)
+    profiles, cis = rly.create_performance_profile(scores, taus, reps=BOOTSTRAP)
+    return pd.DataFrame(
+        [
+            {
+                "group": g,
+                "tau": float(t),
+                "fraction_above": float(profiles[g][k]),
+                "ci_low": float(cis[g][0][k]),
+                "ci_high": float(cis[g][1][k]),
+            }
+            for g in sorted(scores)
+            for k, t in enumerate(taus)
+        ]
+    )
+
+
+def plot_profile(profile, path):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for group, g in profile.groupby("group"):
+        ax.plot(g["tau"], g["fraction_above"], label=group)
+        ax.fill_between(g["tau"], g["ci_low"], g["ci_high"], alpha=0.25)
+    ax.set_xlabel("normalised final value (per task, min-max over runs) tau")
+    ax.set_ylabel("fraction of runs above tau")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def marl_eval_name(metric):
     """test_return_mean -> return, test_battle_won_mean -> win_rate (marl-eval's names)."""
     name = metric.removeprefix("test_").removesuffix("_mean")
@@ -334,6 +389,13 @@ def main(argv=None):
             with open(f"{out}_{kind}.md", "w") as f:
                 f.write(markdown(result))
             written += [f"{out}_{kind}.csv", f"{out}_{kind}.md"]
+        if "profile" in a.aggregate:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                profile = performance_profile(finals, a.seed)
+            profile.to_csv(f"{out}_profile.csv", index=False)
+            plot_profile(profile, f"{out}_profile.png")
+            written += [f"{out}_profile.csv", f"{out}_profile.png"]
     if a.marl_eval:
         import json
 

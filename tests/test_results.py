@@ -271,12 +271,26 @@ def test_plot_writes_poi_and_marl_eval(swept, tmp_path):
     out, path = str(tmp_path / "cmp"), str(tmp_path / "runs.json")
     args = [str(root / "results"), "--status", "COMPLETED", "--out", out]
     with pytest.warns(UserWarning):
-        assert plot.main([*args, "--aggregate", "poi", "--aggregate", "iqm", "--marl-eval", path]) == 0
+        aggs = ["--aggregate", "poi", "--aggregate", "iqm", "--aggregate", "profile"]
+        assert plot.main([*args, *aggs, "--marl-eval", path]) == 0
     with open(out + "_poi.csv") as f:
         rows = list(csv.DictReader(f))
     assert {(r["x"], r["y"]) for r in rows} == {("qmix", "vdn"), ("vdn", "qmix")}
-    assert os.path.exists(out + "_iqm.csv")
+    assert os.path.exists(out + "_iqm.csv") and os.path.exists(out + "_profile.png")
     with open(path) as f:
         data = json.load(f)
     assert set(data["mpe"]["simple_spread_v3"]) == {"qmix", "vdn"}
     assert len(data["mpe"]["simple_spread_v3"]["qmix"]) == 2
+
+
+def test_performance_profile_counts_runs_above_each_threshold():
+    # task a spans 0..10, task b 0..2: normalised, X's runs are 0.5, 1.0 (a) and 1.0, 0.5 (b)
+    finals = _finals({"X": {"a": [5.0, 10.0], "b": [2.0, 1.0]}, "Y": {"a": [0.0, 5.0], "b": [0.0, 1.0]}})
+    norm = plot.normalise_per_task(finals)
+    assert sorted(norm[norm.group == "X"]["final"]) == [0.5, 0.5, 1.0, 1.0]
+    prof = plot.performance_profile(finals, rng_seed=0, taus=[0.25, 0.75])
+    got = {(r.group, r.tau): r.fraction_above for r in prof.itertuples()}
+    assert got[("X", 0.25)] == 1.0 and got[("X", 0.75)] == 0.5
+    assert got[("Y", 0.25)] == 0.5 and got[("Y", 0.75)] == 0.0
+    assert (prof.ci_low <= prof.fraction_above + 1e-12).all()
+    assert (prof.fraction_above <= prof.ci_high + 1e-12).all()
