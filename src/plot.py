@@ -11,7 +11,10 @@ pair of groups, averaged over tasks), with --aggregate profile <out>_profile.png
 performance profile: the fraction of runs whose final value, min-max normalised per task over all
 runs shown, is above each threshold). All come with 95% stratified-bootstrap intervals.
 --marl-eval writes the runs in marl-eval's JSON layout (the format of BenchMARL's and Mava's
-evaluation tools). One panel per task (map, scenario or env key) when several are present.
+evaluation tools). --reference CSV draws a reference band (columns t_env, low, high; optional
+task, label, source) on each panel and writes <out>_reference.csv: for every run, at how many of
+the band's steps it lies outside. One panel per task (map, scenario or env key) when several are
+present.
 """
 
 import argparse
@@ -60,6 +63,13 @@ def parse_args(argv):
         "bootstrap (repeatable)",
     )
     p.add_argument("--marl-eval", default=None, metavar="PATH", help="also write the runs as marl-eval JSON")
+    p.add_argument(
+        "--reference",
+        default=None,
+        metavar="CSV",
+        help="a reference band to draw and check runs against "
+        "(columns t_env, low, high; optional task, label)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return p.parse_args(argv)
 
@@ -282,6 +292,61 @@ def plot_profile(profile, path):
     plt.close(fig)
 
 
+def load_reference(path):
+    """The reference band: DataFrame(t_env, low, high[, task, label, source]), sorted by t_env."""
+    import pandas as pd
+
+    try:
+        ref = pd.read_csv(path, comment="#")
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"error: --reference {path}: {e}") from None
+    missing = {"t_env", "low", "high"} - set(ref.columns)
+    if missing:
+        raise SystemExit(
+            f"error: --reference {path} lacks column(s) {sorted(missing)} (needs t_env, low, high)"
+        )
+    if (ref["low"] > ref["high"]).any():
+        raise SystemExit(f"error: --reference {path} has rows with low above high")
+    return ref.sort_values("t_env")
+
+
+def reference_for(ref, task):
+    """The band's rows for a task (all rows when the band names no task)."""
+    if "task" not in ref.columns:
+        return ref
+    return ref[ref["task"].astype(str) == str(task)]
+
+
+def check_against_reference(df, ref):
+    """Per run: the band's steps it covers, how many of them it lies outside, and the first such
+    step. A run's value at a band step is interpolated between its logged points."""
+    import pandas as pd
+
+    rows = []
+    for run, g in df.groupby("run_dir"):
+        band = reference_for(ref, g["task"].iloc[0])
+        g = g.sort_values("t_env")
+        steps, values = g["t_env"].to_numpy(dtype=float), g["value"].to_numpy(dtype=float)
+        inside = band[(band["t_env"] >= steps[0]) & (band["t_env"] <= steps[-1])]
+        if inside.empty:
+            continue
+        v = np.interp(inside["t_env"].to_numpy(dtype=float), steps, values)
+        out = (v < inside["low"].to_numpy()) | (v > inside["high"].to_numpy())
+        rows.append(
+            {
+                "run_dir": run,
+                "group": g["group"].iloc[0],
+                "task": g["task"].iloc[0],
+                "seed": g["seed"].iloc[0],
+                "points": len(v),
+                "outside": int(out.sum()),
+                "below": int((v < inside["low"].to_numpy()).sum()),
+                "first_outside_t_env": int(inside["t_env"].to_numpy()[out][0]) if out.any() else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def marl_eval_name(metric):
     """test_return_mean -> return, test_battle_won_mean -> win_rate (marl-eval's names)."""
     name = metric.removeprefix("test_").removesuffix("_mean")
@@ -341,6 +406,7 @@ def main(argv=None):
     out = a.out or os.path.join("results", "plots", a.metric)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
 
+    ref = load_reference(a.reference) if a.reference else None
     rng = np.random.default_rng(a.seed)
     tasks = sorted(df["task"].unique())
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
@@ -352,6 +418,13 @@ def main(argv=None):
             mean, lo, hi = bootstrap_band(matrix, rng)
             ax.plot(grid, mean, label=f"{group} (n={len(runs)})")
             ax.fill_between(grid, lo, hi, alpha=0.25)
+        if ref is not None:
+            band = reference_for(ref, task)
+            if not band.empty:
+                label = str(band["label"].iloc[0]) if "label" in band.columns else "reference"
+                ax.fill_between(
+                    band["t_env"], band["low"], band["high"], color="grey", alpha=0.3, label=label
+                )
         ax.set_title(task)
         ax.set_xlabel("env steps")
         ax.set_ylabel(a.metric)
@@ -396,6 +469,16 @@ def main(argv=None):
             profile.to_csv(f"{out}_profile.csv", index=False)
             plot_profile(profile, f"{out}_profile.png")
             written += [f"{out}_profile.csv", f"{out}_profile.png"]
+    if ref is not None:
+        check = check_against_reference(df, ref)
+        check.to_csv(f"{out}_reference.csv", index=False)
+        written.append(f"{out}_reference.csv")
+        for r in check[check["outside"] > 0].itertuples() if not check.empty else []:
+            print(
+                f"outside the reference: {r.group} seed {r.seed} ({r.task}) at {r.outside} of {r.points} "
+                f"steps ({r.below} below), first at t_env {r.first_outside_t_env}: {r.run_dir}",
+                file=sys.stderr,
+            )
     if a.marl_eval:
         import json
 

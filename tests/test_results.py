@@ -294,3 +294,49 @@ def test_performance_profile_counts_runs_above_each_threshold():
     assert got[("Y", 0.25)] == 0.5 and got[("Y", 0.75)] == 0.0
     assert (prof.ci_low <= prof.fraction_above + 1e-12).all()
     assert (prof.fraction_above <= prof.ci_high + 1e-12).all()
+
+
+def test_reference_band_flags_runs_outside(swept, tmp_path, capsys):
+    import pandas as pd
+
+    root, _ = swept
+    df = load_runs([str(root / "results")], metrics=["test_return_mean"], status={"COMPLETED"})
+    steps = sorted(df["t_env"].unique())
+    qmix = df[df["name"] == "qmix"]
+    # a band around the qmix runs' own values: they stay inside, vdn runs may not
+    lo = qmix.groupby("t_env")["value"].min() - 1e-6
+    hi = qmix.groupby("t_env")["value"].max() + 1e-6
+    band = pd.DataFrame(
+        {"t_env": steps, "low": lo.reindex(steps).to_numpy(), "high": hi.reindex(steps).to_numpy()}
+    )
+    band["label"] = "qmix band"
+    path = tmp_path / "ref.csv"
+    band.to_csv(path, index=False)
+    out = str(tmp_path / "ref")
+    with pytest.warns(UserWarning):
+        assert (
+            plot.main(
+                [str(root / "results"), "--status", "COMPLETED", "--out", out, "--reference", str(path)]
+            )
+            == 0
+        )
+    check = pd.read_csv(out + "_reference.csv")
+    assert (check[check.group == "qmix"]["outside"] == 0).all()
+    assert (check["points"] == len(steps)).all()
+    # a band far above every run: all runs flagged, all points below
+    band["low"], band["high"] = 1e6, 2e6
+    band.to_csv(path, index=False)
+    with pytest.warns(UserWarning):
+        assert (
+            plot.main(
+                [str(root / "results"), "--status", "COMPLETED", "--out", out, "--reference", str(path)]
+            )
+            == 0
+        )
+    check = pd.read_csv(out + "_reference.csv")
+    assert (check["outside"] == check["points"]).all() and (check["below"] == check["points"]).all()
+    assert "outside the reference" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t_env,low\n0,1\n")
+    with pytest.raises(SystemExit, match=r"lacks column\(s\) \['high'\]"):
+        plot.main([str(root / "results"), "--out", out, "--reference", str(bad)])
