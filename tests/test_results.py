@@ -313,27 +313,20 @@ def test_reference_band_flags_runs_outside(swept, tmp_path, capsys):
     path = tmp_path / "ref.csv"
     band.to_csv(path, index=False)
     out = str(tmp_path / "ref")
-    with pytest.warns(UserWarning):
-        assert (
-            plot.main(
-                [str(root / "results"), "--status", "COMPLETED", "--out", out, "--reference", str(path)]
-            )
-            == 0
-        )
-    check = pd.read_csv(out + "_reference.csv")
+
+    def check_runs():
+        with pytest.warns(UserWarning):
+            args = [str(root / "results"), "--status", "COMPLETED", "--out", out, "--reference", str(path)]
+            assert plot.main(args) == 0
+        return pd.read_csv(out + "_reference.csv")
+
+    check = check_runs()
     assert (check[check.group == "qmix"]["outside"] == 0).all()
     assert (check["points"] == len(steps)).all()
     # a band far above every run: all runs flagged, all points below
     band["low"], band["high"] = 1e6, 2e6
     band.to_csv(path, index=False)
-    with pytest.warns(UserWarning):
-        assert (
-            plot.main(
-                [str(root / "results"), "--status", "COMPLETED", "--out", out, "--reference", str(path)]
-            )
-            == 0
-        )
-    check = pd.read_csv(out + "_reference.csv")
+    check = check_runs()
     assert (check["outside"] == check["points"]).all() and (check["below"] == check["points"]).all()
     assert "outside the reference" in capsys.readouterr().err
     bad = tmp_path / "bad.csv"

@@ -16,7 +16,7 @@ import importlib
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
+from envs.multiagentenv import MultiAgentEnv, noop_only
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 
@@ -183,12 +183,7 @@ class GymmaEnv(MultiAgentEnv):
         return self.n_agents * self.obs_size
 
     def get_avail_actions(self):
-        avail = self._avail.copy()
-        dead = self._indi_terminated == 1
-        if dead.any():  # terminated agents may only take action 0 (no-op)
-            avail[dead] = 0
-            avail[dead, 0] = 1
-        return avail
+        return noop_only(self._avail.copy(), self._indi_terminated)
 
     def get_total_actions(self):
         return self.n_actions

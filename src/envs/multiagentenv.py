@@ -1,3 +1,16 @@
+import numpy as np
+
+
+def noop_only(avail, finished):
+    """avail [n_agents, n_actions] with the rows of finished agents (0/1 flags) reduced to action
+    0, the no-op: agents that are done or dead still get an action from the runner."""
+    finished = np.asarray(finished) == 1
+    if finished.any():
+        avail[finished] = 0
+        avail[finished, 0] = 1
+    return avail
+
+
 class MultiAgentEnv:
     """The PyMARL environment contract, plus per-agent termination flags.
 

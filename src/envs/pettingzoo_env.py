@@ -6,7 +6,7 @@ import pkgutil
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
+from envs.multiagentenv import MultiAgentEnv, noop_only
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 from utils.values import coerce
@@ -264,11 +264,7 @@ class PettingZooEnv(MultiAgentEnv):
         return self.state_size
 
     def get_avail_actions(self):
-        avail = self._avail_alive.copy()
-        if self._done.any():  # done agents may only take action 0 (no-op)
-            avail[self._done == 1] = 0
-            avail[self._done == 1, 0] = 1
-        return avail
+        return noop_only(self._avail_alive.copy(), self._done)
 
     def get_total_actions(self):
         return self.n_actions
