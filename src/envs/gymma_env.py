@@ -16,7 +16,7 @@ import importlib
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv, noop_only
+from envs.multiagentenv import MultiAgentEnv, noop_only, team_reward
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 
@@ -114,6 +114,8 @@ class GymmaEnv(MultiAgentEnv):
         self.episode_limit = env_args.get("time_limit") or self.own_limit
         if not self.episode_limit:
             raise ConfigError(f"{env_id} sets no step limit of its own: set env_args.time_limit")
+        # the step that is a time-limit cut: ours, or the env's own if that comes first
+        self._cut_step = min(self.episode_limit, self.own_limit or self.episode_limit)
         self._seed = env_args.get("seed")
         self._seeded = False
         self._avail = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)
@@ -140,34 +142,23 @@ class GymmaEnv(MultiAgentEnv):
 
     def step(self, actions):
         actions = [int(a) for a in np.asarray(actions).reshape(-1)[: self.n_agents]]
-        obs, rewards, done, truncated, info = self.env.step(actions)
+        obs, rewards, done, truncated, _ = self.env.step(actions)
         self._steps += 1
         self._set_obs(obs)
         rewards = np.asarray(rewards, dtype=np.float32).reshape(-1)
         if rewards.size != self.n_agents:
             raise RuntimeError(f"{self.key}: step() gave {rewards.size} rewards for {self.n_agents} agents")
         per_agent_done = np.asarray(done, dtype=bool).reshape(-1)
-        all_done = bool(per_agent_done.all()) or bool(np.all(truncated))
-        at_limit = self._steps >= self.episode_limit or (
-            self.own_limit is not None and self._steps >= self.own_limit
-        )
-        cut = at_limit or (bool(np.all(truncated)) and not bool(per_agent_done.all()))
+        all_done, all_truncated = bool(per_agent_done.all()), bool(np.all(truncated))
+        at_limit = self._steps >= self._cut_step
+        cut = at_limit or (all_truncated and not all_done)
         if not cut:
             # agents the env reports done before the end are terminated (they act no more)
-            flags = (
-                per_agent_done
-                if per_agent_done.size == self.n_agents
-                else per_agent_done.repeat(self.n_agents)
-            )
-            self._indi_terminated[flags] = 1
-        finished = all_done or at_limit
+            self._indi_terminated[np.broadcast_to(per_agent_done, (self.n_agents,))] = 1
+        finished = all_done or all_truncated or at_limit
         info = {"episode_limit": finished and cut}
         if self.common_reward:
-            return (
-                float(rewards.sum() if self.reward_scalarisation == "sum" else rewards.mean()),
-                finished,
-                info,
-            )
+            return team_reward(rewards, self.reward_scalarisation), finished, info
         return rewards, finished, info
 
     def get_obs(self):

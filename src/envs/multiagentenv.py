@@ -11,6 +11,11 @@ def noop_only(avail, finished):
     return avail
 
 
+def team_reward(rewards, scalarisation):
+    """One team reward from per-agent rewards: their sum or their mean."""
+    return float(rewards.sum() if scalarisation == "sum" else rewards.mean())
+
+
 class MultiAgentEnv:
     """The PyMARL environment contract, plus per-agent termination flags.
 

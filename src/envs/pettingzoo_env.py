@@ -6,7 +6,7 @@ import pkgutil
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv, noop_only
+from envs.multiagentenv import MultiAgentEnv, noop_only, team_reward
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 from utils.values import coerce
@@ -207,7 +207,7 @@ class PettingZooEnv(MultiAgentEnv):
         done = bool(self._done.all()) or not live or self._steps >= self.episode_limit
         info = {"episode_limit": done and not all_terminated}
         if self.common_reward:
-            reward = float(reward.sum() if self.reward_scalarisation == "sum" else reward.mean())
+            reward = team_reward(reward, self.reward_scalarisation)
         return reward, done, info
 
     def _step_aec(self, act):

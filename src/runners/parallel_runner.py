@@ -75,10 +75,6 @@ def stack_replies(replies):
     return out
 
 
-def take(stacked, rows):
-    return {k: [v[i] for i in rows] if k == "info" else v[rows] for k, v in stacked.items()}
-
-
 def concat(parts):
     return {
         k: [x for p in parts for x in p[k]] if k == "info" else np.concatenate([p[k] for p in parts])
@@ -120,8 +116,7 @@ def usable_cores():
 def worker_count(args):
     """env_workers, or by default one process per core, at most one per env: more processes
     than cores only add switches and pipe traffic."""
-    n = args.batch_size_run
-    w = getattr(args, "env_workers", None)
+    n, w = args.batch_size_run, args.env_workers
     return min(n, usable_cores()) if w is None else w
 
 
@@ -197,24 +192,17 @@ class ParallelRunner(RunnerBase):
             ) from None
 
     def _exchange(self, cmd, items):
-        """[(env index, data), ...] -> the envs' replies in the same order (for step and reset:
-        stacked, see stack_replies); every worker involved works at once."""
+        """[(env index, data), ...] in increasing env order -> the envs' replies in that order
+        (for step and reset: stacked, see stack_replies); every worker involved works at once.
+        Workers own contiguous groups of envs, so their replies concatenate in env order."""
         per_worker = {}
         for i, data in items:
             w, j = self.owner[i]
             per_worker.setdefault(w, []).append((j, data))
         for w, msgs in per_worker.items():
             self._send(w, cmd, msgs)
-        parts = {w: self._recv(w) for w in per_worker}
-        order = [self.groups[w][j] for w, msgs in per_worker.items() for j, _ in msgs]
-        if cmd in STACKED:
-            out = concat(list(parts.values()))
-            if order != [i for i, _ in items]:
-                pos = {i: k for k, i in enumerate(order)}
-                out = take(out, [pos[i] for i, _ in items])
-            return out
-        flat = dict(zip(order, (r for w in per_worker for r in parts[w]), strict=True))
-        return [flat[i] for i, _ in items]
+        parts = [self._recv(w) for w in per_worker]
+        return concat(parts) if cmd in STACKED else [r for part in parts for r in part]
 
     def _call(self, i, cmd, data=None):
         assert cmd not in STACKED
