@@ -91,24 +91,25 @@ def expand(spec):
     seeds = spec.get("seeds") or [1]
     runs = []
     keys = list(grid)
-    for combo in itertools.product(*(grid[k] for k in keys)):
+    # Seed-major: a sweep stopped part way (or spread over days) has every configuration at its
+    # first seeds rather than all seeds of its first configurations.
+    for seed, combo in itertools.product(seeds, list(itertools.product(*(grid[k] for k in keys)))):
         point = dict(zip(keys, combo, strict=True))
         config = point.pop("config", spec.get("config", "qmix"))
         env_config = point.pop("env_config", spec.get("env_config", "mpe"))
         overrides = {**(spec.get("overrides") or {}), **point}
-        for seed in seeds:
-            ident = json.dumps([config, env_config, sorted(overrides.items()), seed], default=str)
-            key = hashlib.sha1(ident.encode()).hexdigest()[:12]
-            runs.append(
-                {
-                    "config": config,
-                    "env_config": env_config,
-                    "overrides": overrides,
-                    "grid": dict(zip(keys, combo, strict=True)),
-                    "seed": seed,
-                    "key": key,
-                }
-            )
+        ident = json.dumps([config, env_config, sorted(overrides.items()), seed], default=str)
+        key = hashlib.sha1(ident.encode()).hexdigest()[:12]
+        runs.append(
+            {
+                "config": config,
+                "env_config": env_config,
+                "overrides": overrides,
+                "grid": dict(zip(keys, combo, strict=True)),
+                "seed": seed,
+                "key": key,
+            }
+        )
     return runs
 
 

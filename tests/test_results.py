@@ -79,6 +79,20 @@ def test_dry_run_lists_the_full_grid(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "r")
 
 
+def test_sweep_order_is_seed_major():
+    # A sweep stopped part way must have every configuration at its first seeds.
+    runs = sweep.expand({"grid": {"config": ["qmix", "vdn", "iql"]}, "seeds": [1, 2]})
+    assert [(r["seed"], r["config"]) for r in runs] == [
+        (1, "qmix"),
+        (1, "vdn"),
+        (1, "iql"),
+        (2, "qmix"),
+        (2, "vdn"),
+        (2, "iql"),
+    ]
+    assert len({r["key"] for r in runs}) == 6
+
+
 def test_bad_grid_is_refused_before_running(tmp_path, capsys):
     spec = write_spec(tmp_path / "s.yaml", tmp_path / "r", grid={"learner": ["q_learnr"]})
     assert sweep.main([spec]) == 2
