@@ -67,8 +67,8 @@ def test_test_nepisode_rounded_to_runner_batches():
     [
         (
             ["--config=qmx"],
-            f"unknown --config name 'qmx'; did you mean qmix? ({len(available('algs'))} valid choices, "
-            "listed in config/algs/)",
+            f"unknown --config name 'qmx'; did you mean qmix, qplex? "
+            f"({len(available('algs'))} valid choices, listed in config/algs/)",
         ),
         (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
         (["with", "t_mx=5"], "unknown config key 't_mx'"),
@@ -107,7 +107,7 @@ def test_test_nepisode_rounded_to_runner_batches():
         (["with", "batch_size_run=4"], "runner=episode steps one env"),
         (
             ["with", "learner=q_divide_learner", "mixer=None"],
-            "learner=q_divide_learner needs a mixer (mixer=qmix or mixer=vdn)",
+            "learner=q_divide_learner needs a mixer (mixer=qmix or mixer=qplex or mixer=vdn)",
         ),
         (["--config=maddpg", "with", "mixer=qmix"], "learner=maddpg_learner uses no mixer; set mixer=None"),
         (

@@ -36,7 +36,7 @@ def grads_and_loss(learner, logger, batch):
     return logger.stats["loss"][-1][1], grads
 
 
-@pytest.mark.parametrize("mixer", ["qmix", "vdn", None])
+@pytest.mark.parametrize("mixer", ["qmix", "vdn", "qplex", None])
 def test_padding_and_post_terminal_slots_do_not_matter(mixer):
     b1 = make_batch(lengths=(5, 3), terminated=(True, True))
     b2 = make_batch(lengths=(5, 3), terminated=(True, True))
@@ -203,10 +203,10 @@ def test_individual_rewards_iql():
     # one-step targets by 5 * (its standardisation: none here) and leaves the others' alone.
     learner, logger = make_learner(mixer=None, common_reward=False, td_lambda=0.0)
     batch = make_batch(individual=True)
-    *_, targets = learner.forward_and_targets(batch)
+    targets = learner.forward_and_targets(batch).targets
     changed = copy.deepcopy(batch)
     changed.data.transition_data["reward"][:, :, 1] += 5.0
-    *_, targets_changed = learner.forward_and_targets(changed)
+    targets_changed = learner.forward_and_targets(changed).targets
     mask = valid_mask(batch)[..., 0].bool()
     assert targets.shape == (3, L - 1, N)
     diff = (targets_changed - targets)[mask]

@@ -21,7 +21,7 @@ class QDivideLearner(QLearner):
     """DIFFER (Hu et al. 2023): the mixer learns from the team TD error; the agent network learns
     from individual TD errors whose rewards are decomposed from the team error,
 
-        rho_i = clamp(dL/dQ_i / dL/dQ_tot, -10, 10)  (= dQ_tot/dQ_i)
+        rho_i = clamp(dL/dQ_i / dL/dQ_tot, -10, 10)  (= dQ_tot/dQ_i; QPLEX gives it directly)
         r_i   = -rho_i * delta_tot + Q_i - gamma * (1 - D_i) * Q_i^next
         delta_i = Q_i - (r_i + gamma * (1 - D_i) * Q_i^next)  (= rho_i * delta_tot)
 
@@ -51,13 +51,19 @@ class QDivideLearner(QLearner):
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         args = self.args
-        _, _, mask, q_taken, q_next_all, team_targets = self.forward_and_targets(batch)
+        out = self.forward_and_targets(batch)
+        mask, q_taken, team_targets = out.mask, out.q_taken, out.targets
         indi_terminated = batch["indi_terminated"][:, :-1].float()  # D: [B, T, N]
-        q_next = q_next_all[:, 1:]
+        q_next = out.q_next[:, 1:]
 
         # --- mixer on a detached leaf: its input gradient gives rho ---
         q_leaf = q_taken.detach().clone().requires_grad_(True)
-        q_tot = self.mixer(q_leaf, batch["state"][:, :-1])  # [B, T, 1]
+        states = batch["state"][:, :-1]
+        if hasattr(self.mixer, "forward_with_jacobian"):
+            # QPLEX stops part of dQ_tot/dQ_i in its training gradient; rho takes the whole of it.
+            q_tot, jacobian = self.mixer.forward_with_jacobian(q_leaf, states, **out.mix_kwargs)
+        else:
+            q_tot, jacobian = self.mixer(q_leaf, states, **out.mix_kwargs), None  # [B, T, 1]
         q_tot.retain_grad()
         delta_tot = q_tot - team_targets
         n_valid_team = mask.sum()
@@ -65,11 +71,14 @@ class QDivideLearner(QLearner):
         if self.mixer_optimiser is not None:
             self.mixer_optimiser.zero_grad(set_to_none=True)
         mixer_loss.backward()  # stepped below, once rho is read from the input gradients
-        g_tot, g_i = q_tot.grad, q_leaf.grad  # [B, T, 1], [B, T, N]
-        nonzero = g_tot != 0
-        rho = torch.where(
-            nonzero, g_i / torch.where(nonzero, g_tot, torch.ones_like(g_tot)), torch.zeros_like(g_i)
-        ).clamp(-10.0, 10.0)
+        if jacobian is not None:
+            rho = (jacobian.detach() * mask).clamp(-10.0, 10.0)
+        else:
+            g_tot, g_i = q_tot.grad, q_leaf.grad  # [B, T, 1], [B, T, N]
+            nonzero = g_tot != 0
+            rho = torch.where(
+                nonzero, g_i / torch.where(nonzero, g_tot, torch.ones_like(g_tot)), torch.zeros_like(g_i)
+            ).clamp(-10.0, 10.0)
         if self.mixer_optimiser is not None:
             mixer_grad_norm = torch.nn.utils.clip_grad_norm_(self.mixer_params, args.grad_norm_clip)
             self.mixer_optimiser.step()

@@ -1,18 +1,28 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
 from learners.base import Learner
 from modules.mixers import REGISTRY as mixer_REGISTRY
-from utils.rl_utils import bootstrap_values, lambda_returns
+from utils.rl_utils import greedy_actions, lambda_returns
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
     from controllers.basic_controller import BasicMAC
     from utils.logger import Logger
+
+
+class QTargets(NamedTuple):
+    rewards: torch.Tensor  # [B, T, 1 or N]
+    terminated: torch.Tensor  # [B, T, 1]
+    mask: torch.Tensor  # [B, T, 1]
+    q_taken: torch.Tensor  # [B, T, N] online values of the actions taken (with gradient)
+    q_next: torch.Tensor  # [B, T+1, N] per-agent bootstrap values (target network, double Q as set)
+    targets: torch.Tensor  # [B, T, 1 or N] one-step or TD(lambda), through the target mixer if any
+    mix_kwargs: dict  # what the online mixer takes besides (q_taken, states): QPLEX's actions, max_qs
 
 
 class QLearner(Learner):
@@ -34,34 +44,43 @@ class QLearner(Learner):
     def _make_optimisers(self):
         self.optimiser = self.add_optimiser("optimiser", self.params)
 
-    def forward_and_targets(self, batch: EpisodeBatch) -> tuple[torch.Tensor, ...]:
-        """The Q-learning quantities every value-based learner starts from:
-        rewards, terminated, mask [B, T, .]; q_taken [B, T, N] (online, chosen actions);
-        q_next [B, T+1, N] (per-agent bootstrap values of the target network, double Q as
-        configured); targets [B, T, 1 or N] (one-step or TD(lambda), through the target mixer
-        when there is one)."""
+    def forward_and_targets(self, batch: EpisodeBatch) -> QTargets:
+        """The Q-learning quantities every value-based learner starts from (see QTargets)."""
         args = self.args
         rewards, terminated, mask = self.rewards_and_masks(batch)
         actions = batch["actions"][:, :-1].long()  # [B, T, N, 1]
         inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target networks
         mac_out = self.mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
         q_taken = torch.gather(mac_out[:, :-1], 3, actions).squeeze(3)  # [B, T, N]
+        mix_kwargs = {}
         with torch.no_grad():
             target_out = self.target_mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
-            q_next = bootstrap_values(
-                mac_out.detach(), target_out, batch["avail_actions"], args.double_q
-            )  # [B, T+1, N]
-            values = q_next if self.mixer is None else self.target_mixer(q_next, batch["state"])
+            avail = batch["avail_actions"]
+            next_actions = greedy_actions(mac_out.detach() if args.double_q else target_out, avail)
+            q_next = torch.gather(target_out, 3, next_actions).squeeze(3)  # [B, T+1, N]
+            if self.mixer is None:
+                values = q_next
+            elif getattr(self.mixer, "needs_actions", False):
+                # QPLEX: the online mixer sees the actions taken and the online greedy values; the
+                # target one the bootstrap actions and the target network's own greedy values.
+                online_best = torch.gather(mac_out.detach(), 3, greedy_actions(mac_out.detach(), avail))
+                mix_kwargs = {"actions": batch["actions_onehot"][:, :-1], "max_qs": online_best[:, :-1, :, 0]}
+                target_best = torch.gather(target_out, 3, greedy_actions(target_out, avail)).squeeze(3)
+                onehot = torch.zeros_like(target_out).scatter_(3, next_actions, 1.0)
+                values = self.target_mixer(q_next, batch["state"], actions=onehot, max_qs=target_best)
+            else:
+                values = self.target_mixer(q_next, batch["state"])
             if args.td_lambda > 0:
                 targets = lambda_returns(rewards, terminated, mask, values, args.gamma, args.td_lambda)
             else:
                 targets = rewards + args.gamma * (1 - terminated) * values[:, 1:]
-        return rewards, terminated, mask, q_taken, q_next, targets
+        return QTargets(rewards, terminated, mask, q_taken, q_next, targets, mix_kwargs)
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
-        _, _, mask, chosen_action_qvals, _, targets = self.forward_and_targets(batch)
+        out = self.forward_and_targets(batch)
+        mask, chosen_action_qvals, targets = out.mask, out.q_taken, out.targets
         if self.mixer is not None:
-            chosen_action_qvals = self.mixer(chosen_action_qvals, batch["state"][:, :-1])
+            chosen_action_qvals = self.mixer(chosen_action_qvals, batch["state"][:, :-1], **out.mix_kwargs)
 
         td_error = chosen_action_qvals - targets
         mask = mask.expand_as(td_error)

@@ -81,15 +81,17 @@ def alive_mask(batch):
     return alive
 
 
+def greedy_actions(q, avail):
+    """Index [..., 1] of the best available action of Q [..., A] (0 where none is available)."""
+    return q.masked_fill(avail == 0, UNAVAILABLE_Q).argmax(dim=-1, keepdim=True)
+
+
 def bootstrap_values(online_next, target_next, avail_next, double_q):
     """Per-agent next-state values [B, T, N] from Q [B, T, N, A] over available actions only.
 
     double_q: the online network picks the action and the target network values it."""
-    unavailable = avail_next == 0
-    if double_q:  # the chosen action is available, so the target values need no mask
-        best = online_next.masked_fill(unavailable, UNAVAILABLE_Q).argmax(dim=3, keepdim=True)
-        return torch.gather(target_next, 3, best).squeeze(3)
-    return target_next.masked_fill(unavailable, UNAVAILABLE_Q).max(dim=3)[0]
+    chooser = online_next if double_q else target_next
+    return torch.gather(target_next, 3, greedy_actions(chooser, avail_next)).squeeze(3)
 
 
 def lambda_returns(rewards, terminated, mask, target_qs, gamma, td_lambda):

@@ -1,8 +1,13 @@
-"""Mixers: forward(agent_qs [B, T, N], states [B, T, S]) -> q_tot [B, T, 1]."""
+"""Mixers: forward(agent_qs [B, T, N], states [B, T, S]) -> q_tot [B, T, 1].
+
+A mixer with `needs_actions = True` (QPLEX) also takes actions [B, T, N, A] (one-hot joint action)
+and max_qs [B, T, N] (each agent's greedy value); one with `forward_with_jacobian` gives DIFFER the
+exact dQ_tot/dQ_i where its training gradient stops part of it."""
 
 from utils.registry import Registry
 
 from .qmix import QMixer
+from .qplex import QPLEXMixer
 from .vdn import VDNMixer
 
-REGISTRY = Registry("mixer", {"vdn": VDNMixer, "qmix": QMixer})
+REGISTRY = Registry("mixer", {"vdn": VDNMixer, "qmix": QMixer, "qplex": QPLEXMixer})
