@@ -6,6 +6,7 @@ bad value and the valid choices.
 """
 
 import copy
+import importlib.util
 import math
 import operator
 import os
@@ -329,6 +330,8 @@ def validate(config, defaults=None):
     for key, spec in key_specs().items():
         if key in config:
             config[key] = spec.check(key, config[key], defaults.get(key))
+    if config.get("use_wandb") and importlib.util.find_spec("wandb") is None:
+        raise ConfigError("use_wandb=True needs the wandb package: pip install wandb")
     from modules.agents.transformer_agent import head_count_error
 
     if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):

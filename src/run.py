@@ -50,8 +50,13 @@ def run(_run, config, console=None):
     args.unique_token = f"{args.name}_{args.env}_seed{args.seed}_{time.strftime('%Y%m%d-%H%M%S')}_{run_id}"
     if args.use_tensorboard:
         logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
+    failed = True
     try:
-        return run_sequential(args, logger)
+        if args.use_wandb:
+            logger.setup_wandb(args, args.local_results_path)
+        result = run_sequential(args, logger)
+        failed = False
+        return result
     except BaseException:
         # Sacred reads the captured console output only while its capture is open, and it is
         # closed by the time a failed or interrupted run writes its last record: read it now.
@@ -59,7 +64,7 @@ def run(_run, config, console=None):
             _run._get_captured_output()
         raise
     finally:
-        logger.close()
+        logger.close(failed=failed)
 
 
 def build_scheme(args, env_info):

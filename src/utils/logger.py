@@ -1,4 +1,6 @@
+import json
 import logging
+import os
 import sys
 import time
 from collections import defaultdict
@@ -30,13 +32,15 @@ def get_console_logger():
 
 
 class Logger:
-    """Sends every stat to the console summary, Sacred's metrics.json and TensorBoard."""
+    """Sends every stat to the console summary, Sacred's metrics.json, TensorBoard and W&B."""
 
     def __init__(self, console_logger):
         self.console_logger = console_logger
         self.stats = defaultdict(list)
         self.sacred_run = None
         self.tb_writer = None
+        self.wandb_run = None
+        self._wandb_row = {}  # stats of one t_env, sent to W&B as one row
 
     def setup_sacred(self, sacred_run):
         self.sacred_run = sacred_run
@@ -54,6 +58,31 @@ class Logger:
 
         self.tb_writer = SummaryWriter(log_dir=directory)
 
+    def setup_wandb(self, args, directory):
+        import wandb
+
+        os.makedirs(directory, exist_ok=True)
+        config = json.loads(json.dumps(vars(args), default=str))
+        self.wandb_run = wandb.init(
+            project=args.wandb_project,
+            entity=args.wandb_entity,
+            mode=args.wandb_mode,
+            dir=directory,
+            name=args.unique_token,
+            group=args.experiment or f"{args.name}_{args.env}",
+            config=config,
+            # Sacred captures the console and the record holds the host; W&B needs neither.
+            settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
+        )
+        # Stats arrive at env steps, not once per call: plot every key against t_env.
+        self.wandb_run.define_metric("t_env")
+        self.wandb_run.define_metric("*", step_metric="t_env")
+
+    def _flush_wandb(self):
+        if self.wandb_run is not None and self._wandb_row:
+            self.wandb_run.log(self._wandb_row)
+            self._wandb_row = {}
+
     def log_stat(self, key, value, t):
         value = float(value)
         self.stats[key].append((t, value))
@@ -61,6 +90,10 @@ class Logger:
             self.sacred_run.log_scalar(key, value, t)
         if self.tb_writer is not None:
             self.tb_writer.add_scalar(key, value, t)
+        if self.wandb_run is not None:
+            if self._wandb_row.get("t_env", t) != t:
+                self._flush_wandb()
+            self._wandb_row.update({key: value, "t_env": t})
 
     def print_recent_stats(self, header=""):
         lines = [header] if header else []
@@ -74,9 +107,13 @@ class Logger:
             lines.append("  " + " | ".join(row[i : i + 4]))
         self.console_logger.info("\n".join(lines))
 
-    def close(self):
+    def close(self, failed=False):
         if self.tb_writer is not None:
             self.tb_writer.close()
+        if self.wandb_run is not None:
+            self._flush_wandb()
+            self.wandb_run.finish(exit_code=1 if failed else 0)  # a failed run shows as failed
+            self.wandb_run = None
 
 
 class Progress:
