@@ -25,7 +25,7 @@ DEFAULT_ALG = "qmix"
 DEFAULT_ENV = "mpe"
 USAGE = "usage: python src/main.py --config=<algorithm> --env-config=<environment> [with key=value ...]"
 # env_args keys that take any value the environment accepts (checked by the env itself).
-OPEN_SECTIONS = {"env_args"}
+OPEN_SECTIONS = {"env_args", "team_checkpoints"}
 
 
 def available(kind):
@@ -369,8 +369,22 @@ def validate(config, defaults=None):
             f"(batch_size_run={config['batch_size_run']}); use at most {config['batch_size_run']}, or null"
         )
     check_capabilities(config, le_REGISTRY, mac_REGISTRY, mixer_REGISTRY)
-    if config["evaluate"] and not config["checkpoint_path"]:
-        raise ConfigError("evaluate=True needs checkpoint_path=<folder of saved models>")
+    if config["evaluate"] and not config["checkpoint_path"] and not config["team_checkpoints"]:
+        raise ConfigError(
+            "evaluate=True needs checkpoint_path=<folder of saved models> "
+            "(or, for cross-play, team_checkpoints.<team>=<folder> for every team)"
+        )
+    if config["team_checkpoints"]:
+        if not config["evaluate"]:
+            raise ConfigError(
+                "team_checkpoints (cross-play) needs evaluate=True: it evaluates, it does not train"
+            )
+        from utils.checkpoint import check_checkpoint
+
+        for team, folder in config["team_checkpoints"].items():
+            if not isinstance(folder, str) or not os.path.isdir(folder):
+                raise ConfigError(f"team_checkpoints.{team}={folder!r} is not a folder")
+            check_checkpoint(folder, config["load_step"])
     if config["checkpoint_path"]:
         if not os.path.isdir(config["checkpoint_path"]):
             raise ConfigError(f"checkpoint_path={config['checkpoint_path']!r} is not a folder")

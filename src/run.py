@@ -17,6 +17,7 @@ from runners import REGISTRY as r_REGISTRY
 from utils.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from utils.errors import ConfigError
 from utils.logger import Logger, Progress, get_console_logger
+from utils.values import plain_config
 
 
 def resolve_device(name):
@@ -113,6 +114,14 @@ def run_sequential(args, logger):
                 f"actions, but this env's are {args.action_space}"
             )
         scheme, groups, preprocess = build_scheme(args, env_info)
+        if args.team_checkpoints:  # cross-play: each team acts with its own checkpoint's controller
+            from controllers.team_controller import build_team_mac
+
+            full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
+            runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=None)
+            runner.mac = build_team_mac(args, env_info, full_scheme, groups, logger)
+            evaluate_sequential(args, runner, logger)
+            return {"t_env": runner.t_env}
         if le_REGISTRY[args.learner].on_policy:  # trains on the episodes just played: no replay
             buffer = None
             full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
@@ -337,7 +346,7 @@ def draw_batch(args, buffer):
 
 def save_model(args, runner, learner, episode):
     root = os.path.join(args.local_results_path, "models", args.unique_token)
-    path = save_checkpoint(
-        root, runner.t_env, learner, {"episode": episode, "name": args.name, "env": args.env}
-    )
+    # The config lets cross-play rebuild this run's controller on its own (team_checkpoints).
+    meta = {"episode": episode, "name": args.name, "env": args.env, "config": plain_config(args)}
+    path = save_checkpoint(root, runner.t_env, learner, meta)
     get_console_logger().info(f"saved checkpoint {path}")

@@ -160,6 +160,7 @@ class PettingZooEnv(MultiAgentEnv):
         # is discarded). The same calls on the raw AEC env, in the same order, give the same
         # episodes in about two thirds of the time (tests/test_mpe_env.py compares them).
         self._aec = self.env.unwrapped if self._state_is_obs and hasattr(self.env, "aec_env") else None
+        self.teams = self._teams()
         self.reset()
         self.state_size = self.get_state().size
 
@@ -175,6 +176,7 @@ class PettingZooEnv(MultiAgentEnv):
         self._done[:] = 0
         self._indi_terminated[:] = 0
         self._steps = 0
+        self._touches = 0
         self._set_obs(obs)
         return self.get_obs(), self.get_state()
 
@@ -206,6 +208,8 @@ class PettingZooEnv(MultiAgentEnv):
         all_terminated = bool(self._indi_terminated.all())
         done = bool(self._done.all()) or not live or self._steps >= self.episode_limit
         info = {"episode_limit": done and not all_terminated}
+        if self.teams:
+            info.update(self._contest_stats(done))
         if self.common_reward:
             reward = team_reward(reward, self.reward_scalarisation)
         return reward, done, info
@@ -275,6 +279,8 @@ class PettingZooEnv(MultiAgentEnv):
     def get_env_info(self):
         info = super().get_env_info()
         info["agent_names"] = self.agents
+        if self.teams:
+            info["teams"] = self.teams
         info["obs_sizes"] = self.obs_sizes
         layout = self._obs_entities()
         if layout:
@@ -282,6 +288,51 @@ class PettingZooEnv(MultiAgentEnv):
         if self.continuous:
             info.update(action_space="continuous", action_low=self.action_low, action_high=self.action_high)
         return info
+
+    # --- teams of competitive scenarios ----------------------------------------------------
+    def _world(self):
+        return getattr(self.env.unwrapped, "world", None)
+
+    def _teams(self):
+        """{"adversary": [agent indices], "good": [...]} for mpe2 scenarios with both kinds of
+        agent (simple_adversary, simple_tag, simple_push, simple_world_comm), else None."""
+        world = self._world()
+        if world is None or not self._state_is_obs:
+            return None
+        kind = {a.name: bool(getattr(a, "adversary", False)) for a in world.agents}
+        if set(kind.values()) != {False, True} or set(kind) != set(self.agents):
+            return None
+        return {
+            "adversary": [i for i, a in enumerate(self.agents) if kind[a]],
+            "good": [i for i, a in enumerate(self.agents) if not kind[a]],
+        }
+
+    def _contest_stats(self, done):
+        """What the MADDPG paper reports besides returns: touches of good agents by adversaries
+        per episode (simple_tag, simple_world_comm), and each side's final distance to the good
+        agents' goal landmark and whether it reached it, touching it (simple_adversary,
+        simple_push)."""
+        world = self._world()
+        good = [a for a in world.agents if not a.adversary]
+        bad = [a for a in world.agents if a.adversary]
+        name = self.module.__name__
+        if name in ("mpe2.simple_tag_v3", "mpe2.simple_world_comm_v3"):
+            for g in good:
+                for b in bad:
+                    d = np.linalg.norm(g.state.p_pos - b.state.p_pos)
+                    self._touches += int(d < g.size + b.size)
+            return {"touches": self._touches} if done else {}
+        goal = getattr(good[0], "goal_a", None)
+        if not done or goal is None:
+            return {}
+        stats = {}
+        for side, members in (("good", good), ("adversary", bad)):
+            dist = min(float(np.linalg.norm(a.state.p_pos - goal.state.p_pos)) for a in members)
+            stats[f"{side}_goal_dist"] = dist
+            stats[f"{side}_at_goal"] = float(
+                any(np.linalg.norm(a.state.p_pos - goal.state.p_pos) < a.size + goal.size for a in members)
+            )
+        return stats
 
     def _obs_entities(self):
         """Entity layout of simple_spread's observation: own velocity and position, one token

@@ -26,7 +26,8 @@ def env_data(env):
 
 class RunnerBase:
     """What both runners share: batch construction, and per-episode returns and info sums logged
-    as <prefix>return_mean, <prefix><key>_mean, ..."""
+    as <prefix>return_mean, <prefix><key>_mean, ... (with individual rewards also per agent and,
+    in competitive envs, per team: <prefix><team>_return_mean)."""
 
     def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         self.args = args
@@ -47,6 +48,7 @@ class RunnerBase:
             device=self.args.device,
         )
         self.mac = mac
+        self.teams = self.get_env_info().get("teams")  # competitive envs: {team: [agent ids]}
 
     def start_episode(self, batch: EpisodeBatch) -> None:
         """Fresh controller state for `batch`; what the controller drew for the episode (e.g. a
@@ -83,6 +85,10 @@ class RunnerBase:
         if returns_arr.ndim == 2:  # individual rewards: [episodes, agents]
             for i in range(returns_arr.shape[1]):
                 self.logger.log_stat(f"{prefix}agent{i}_return_mean", returns_arr[:, i].mean(), self.t_env)
+            for team, members in sorted((self.teams or {}).items()):  # a team's: its members' mean
+                self.logger.log_stat(
+                    f"{prefix}{team}_return_mean", returns_arr[:, members].mean(), self.t_env
+                )
             returns_arr = returns_arr.sum(axis=1)  # the team's return is the sum over agents
         self.logger.log_stat(prefix + "return_mean", returns_arr.mean(), self.t_env)
         self.logger.log_stat(prefix + "return_std", returns_arr.std(), self.t_env)

@@ -1,4 +1,3 @@
-import json
 import logging
 import os
 import sys
@@ -6,6 +5,8 @@ import time
 from collections import defaultdict
 
 import numpy as np
+
+from utils.values import plain_config
 
 
 class _CurrentStderrHandler(logging.StreamHandler):
@@ -62,7 +63,7 @@ class Logger:
         import wandb
 
         os.makedirs(directory, exist_ok=True)
-        config = json.loads(json.dumps(vars(args), default=str))
+        config = plain_config(args)
         self.wandb_run = wandb.init(
             project=args.wandb_project,
             entity=args.wandb_entity,

@@ -50,3 +50,10 @@ def _as_number(value):
         except ValueError:
             return None
     return None
+
+
+def plain_config(args):
+    """A run's settings (a namespace) as JSON-ready values: what checkpoints and W&B keep."""
+    import json
+
+    return json.loads(json.dumps(vars(args), default=str))

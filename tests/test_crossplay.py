@@ -1,0 +1,174 @@
+"""Teams of competitive MPE scenarios, their statistics, and cross-play evaluation: each team acts
+with the controller of its own checkpoint, whatever algorithm trained it."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import main
+from controllers.team_controller import TeamMAC
+from envs.pettingzoo_env import PettingZooEnv
+from helpers import read
+
+ADV = "env_args.scenario=simple_adversary_v3"
+
+
+def test_competitive_scenarios_declare_teams():
+    teams = {
+        "simple_adversary_v3": {"adversary": [0], "good": [1, 2]},
+        "simple_tag_v3": {"adversary": [0, 1, 2], "good": [3]},
+        "simple_push_v3": {"adversary": [0], "good": [1]},
+    }
+    for scenario, want in teams.items():
+        env = PettingZooEnv(scenario=scenario, common_reward=False, seed=0)
+        assert env.get_env_info()["teams"] == want, scenario
+    assert "teams" not in PettingZooEnv(scenario="simple_spread_v3", seed=0).get_env_info()
+
+
+def test_tag_touches_count_every_collision_of_the_episode():
+    env = PettingZooEnv(scenario="simple_tag_v3", common_reward=False, seed=3, max_cycles=60)
+    world = env.env.unwrapped.world
+    good = [a for a in world.agents if not a.adversary]
+    bad = [a for a in world.agents if a.adversary]
+    count, done = 0, False
+    while not done:
+        actions = [0] * env.n_agents  # the prey stands still; adversaries chase it
+        for i in env.teams["adversary"]:
+            dx, dy = good[0].state.p_pos - world.agents[i].state.p_pos
+            actions[i] = (2 if dx > 0 else 1) if abs(dx) > abs(dy) else (4 if dy > 0 else 3)
+        _, done, info = env.step(actions)
+        count += sum(
+            int(np.linalg.norm(g.state.p_pos - b.state.p_pos) < g.size + b.size) for g in good for b in bad
+        )
+        assert ("touches" in info) == done
+    assert info["touches"] == count and count > 0
+
+
+def test_adversary_stats_are_final_distances_to_the_goal():
+    env = PettingZooEnv(scenario="simple_adversary_v3", common_reward=False, seed=2)
+    done = False
+    while not done:
+        _, done, info = env.step([0, 0, 0])
+    world = env.env.unwrapped.world
+    goal = world.agents[1].goal_a
+    dist = {a.name: np.linalg.norm(a.state.p_pos - goal.state.p_pos) for a in world.agents}
+    assert info["adversary_goal_dist"] == pytest.approx(dist["adversary_0"])
+    assert info["good_goal_dist"] == pytest.approx(min(dist["agent_0"], dist["agent_1"]))
+    assert info["good_at_goal"] == float(min(dist["agent_0"], dist["agent_1"]) < 0.15 + 0.08)
+
+
+class _Fixed:
+    def __init__(self, value):
+        self.value = value
+
+    def select_actions(self, batch, t_ep, t_env, bs=slice(None), test_mode=False):
+        return torch.full((2, 3), self.value)
+
+    def env_actions(self, actions, batch, t, bs):
+        return actions * 10
+
+
+def test_team_mac_takes_each_agent_from_its_team():
+    mac = TeamMAC({"adversary": (_Fixed(1), torch.tensor([0])), "good": (_Fixed(2), torch.tensor([1, 2]))})
+    actions = mac.select_actions(None, 0, 0)
+    assert actions.tolist() == [[1, 2, 2], [1, 2, 2]]
+    assert mac.env_actions(actions, None, 0, slice(None)).tolist() == [[10, 20, 20], [10, 20, 20]]
+
+
+def train(tmp_path, config, *extra):
+    results = str(tmp_path / config)
+    argv = [
+        f"--config={config}",
+        "--env-config=mpe",
+        "with",
+        ADV,
+        "common_reward=False",
+        "t_max=200",
+        "test_interval=200",
+        "test_nepisode=2",
+        "batch_size=2",
+        "transition_batch_size=0",
+        "save_model=True",
+        "save_model_interval=100",
+        f"local_results_path={results}",
+        *extra,
+    ]
+    assert main.main(argv) == 0
+    (models,) = glob.glob(os.path.join(results, "models", "*"))
+    return models
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("xp")
+    return tmp, train(tmp, "maddpg"), train(tmp, "iql", "agent=mlp")
+
+
+def crossplay_argv(tmp, good, adversary, *extra):
+    return [
+        "--config=maddpg",
+        "--env-config=mpe",
+        "with",
+        ADV,
+        "common_reward=False",
+        "evaluate=True",
+        f"team_checkpoints.good={good}",
+        f"team_checkpoints.adversary={adversary}",
+        "test_nepisode=4",
+        f"local_results_path={tmp / 'xp_eval'}",
+        *extra,
+    ]
+
+
+def test_crossplay_loads_each_team_from_its_own_checkpoint(checkpoints, monkeypatch):
+    tmp, maddpg_dir, iql_dir = checkpoints
+    import controllers.team_controller as tc
+
+    built = {}
+    real = tc.build_team_mac
+
+    def spy(*a, **kw):
+        built["mac"] = real(*a, **kw)
+        return built["mac"]
+
+    monkeypatch.setattr(tc, "build_team_mac", spy)
+    assert main.main(crossplay_argv(tmp, maddpg_dir, iql_dir)) == 0
+    macs = built["mac"].macs
+    for team, folder in (("good", maddpg_dir), ("adversary", iql_dir)):
+        (step,) = sorted(glob.glob(os.path.join(folder, "*")), key=lambda p: int(os.path.basename(p)))[-1:]
+        saved = torch.load(os.path.join(step, "learner.th"), weights_only=True)["agent"]
+        got = macs[team][0].state_dict()
+        assert saved.keys() == got.keys() and all(torch.equal(saved[k], got[k]) for k in saved), team
+    assert type(macs["good"][0]).__name__ == "MADDPGMAC" and type(macs["adversary"][0]).__name__ == "BasicMAC"
+    (record,) = glob.glob(os.path.join(str(tmp / "xp_eval"), "sacred", "*", "*", "*", "[0-9]*"))
+    metrics = read(record, "metrics.json")
+    for key in ("test_good_return_mean", "test_adversary_return_mean", "test_good_at_goal_mean"):
+        assert key in metrics, key
+    assert "loss" not in metrics and "critic_loss" not in metrics  # nothing trained
+    # the agents' returns are their team's: the good agents share one reward here
+    assert metrics["test_good_return_mean"]["values"] == pytest.approx(
+        metrics["test_agent1_return_mean"]["values"]
+    )
+
+
+def test_bad_team_keys_are_refused(checkpoints, capsys):
+    tmp, maddpg_dir, iql_dir = checkpoints
+    argv = crossplay_argv(tmp, maddpg_dir, iql_dir, f"team_checkpoints.predator={iql_dir}")
+    assert main.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "unknown team predator; this env's teams are adversary, good" in err
+    argv = [a for a in crossplay_argv(tmp, maddpg_dir, iql_dir) if not a.startswith("team_checkpoints.adv")]
+    assert main.main(argv) == 2
+    assert "no checkpoint for adversary" in capsys.readouterr().err
+    argv = [a for a in crossplay_argv(tmp, maddpg_dir, iql_dir) if a != "evaluate=True"]
+    assert main.main(argv) == 2
+    assert "team_checkpoints (cross-play) needs evaluate=True" in capsys.readouterr().err
+    spread = [
+        a if a != ADV else "env_args.scenario=simple_spread_v3"
+        for a in crossplay_argv(tmp, maddpg_dir, iql_dir)
+    ]
+    assert main.main(spread) == 2
+    assert "has no teams" in capsys.readouterr().err
