@@ -86,7 +86,7 @@ def test_test_nepisode_rounded_to_runner_batches():
         (["with", "hypernet_layers=3"], "unknown hypernet_layers '3'"),
         (
             ["with", "continuous_actor=sigmoid"],
-            "unknown continuous_actor 'sigmoid'; valid choices: softmax, tanh",
+            "unknown continuous_actor 'sigmoid'; valid choices: softmax, squashed_gaussian, tanh",
         ),
         (
             ["with", "train_interval_steps=-1"],

@@ -75,6 +75,17 @@ class SoftGumbelSelector(Selector):
         return self.form.policy_actions(outputs, avail, sample=not test_mode)
 
 
+@REGISTRY.register("policy_sample")
+class PolicySampleSelector(Selector):
+    """Stochastic actors (SAC's squashed Gaussian): a sample of the policy in training, its
+    deterministic action (tanh of the mean) in tests."""
+
+    def select_action(self, outputs, avail, t_env, test_mode=False, bs=None):
+        if test_mode:
+            return self.form.greedy(outputs, avail)
+        return self.form.sample(outputs, avail)[0]
+
+
 @REGISTRY.register("gaussian")
 class GaussianNoiseSelector(Selector):
     """Bounded continuous actors: the deterministic action plus noise of act_noise (annealed)

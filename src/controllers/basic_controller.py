@@ -39,9 +39,12 @@ class BasicMAC:
     def _build_selector(self, args):
         return action_REGISTRY[args.action_selector](args, self.form)
 
+    def _make_agent(self):
+        out = self.form.outputs_per_action * self.args.n_actions  # e.g. means and log stds
+        return agent_REGISTRY[self.args.agent](self.input_shape, self.args, output_dim=out)
+
     def _build_agent(self, args):
-        make = lambda: agent_REGISTRY[args.agent](self.input_shape, args)  # noqa: E731
-        return make() if args.agent_param_sharing else AgentGroup(make, self.n_agents)
+        return self._make_agent() if args.agent_param_sharing else AgentGroup(self._make_agent, self.n_agents)
 
     # --- acting -----------------------------------------------------------------------------
     @torch.inference_mode()  # cheaper than no_grad; acting never feeds autograd

@@ -7,7 +7,6 @@ import torch
 
 from components.action_selectors import REGISTRY as action_REGISTRY
 from controllers.basic_controller import BasicMAC
-from modules.agents import REGISTRY as agent_REGISTRY
 from modules.agents.agent_group import AgentGroup
 
 if TYPE_CHECKING:  # annotations only
@@ -60,9 +59,10 @@ class MADDPGMAC(BasicMAC):
     def _build_agent(self, args):
         if self.n_policies == 1:
             return super()._build_agent(args)
-        make = lambda: agent_REGISTRY[args.agent](self.input_shape, args)  # noqa: E731
         # K shared networks, or N * K: agent i's sub-policy k is network i * K + k
-        return AgentGroup(make, self.n_policies * (1 if args.agent_param_sharing else self.n_agents))
+        return AgentGroup(
+            self._make_agent, self.n_policies * (1 if args.agent_param_sharing else self.n_agents)
+        )
 
     def _networks(self, index):
         """The network of each (episode, agent) row, from the sub-policy draws index [B, N]."""

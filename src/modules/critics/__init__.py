@@ -3,9 +3,15 @@
 from utils.registry import Registry
 
 from .ac_critics import ACCritic, COMACritic, CVCritic
-from .maddpg_critic import MADDPGCritic
+from .maddpg_critic import LocalCritic, MADDPGCritic
 
 REGISTRY = Registry(
     "critic",
-    {"maddpg_critic": MADDPGCritic, "ac_critic": ACCritic, "cv_critic": CVCritic, "coma_critic": COMACritic},
+    {
+        "maddpg_critic": MADDPGCritic,
+        "local_critic": LocalCritic,
+        "ac_critic": ACCritic,
+        "cv_critic": CVCritic,
+        "coma_critic": COMACritic,
+    },
 )

@@ -49,3 +49,38 @@ class MADDPGCritic(BatchedMLP):
 
     def forward(self, inputs):
         return super().forward(inputs).squeeze(-1)
+
+
+class LocalCritic(BatchedMLP):
+    """Independent critic Q_i(o_i, a_i) for every agent i (IDDPG, ISAC): agent i's own observation
+    and own action (its block of the joint action), plus its one-hot id when the critic is shared.
+    input_shape = O + A + [N if shared]."""
+
+    needs_obs = True
+
+    def __init__(self, scheme, args):
+        self.n_agents = args.n_agents
+        self.n_actions = args.n_actions
+        self.input_shape = self.get_input_shape(scheme, args)
+        h = args.critic_hidden_dim
+        super().__init__(1 if args.agent_param_sharing else self.n_agents, (self.input_shape, h, h, 1))
+        self._ids = None
+
+    @staticmethod
+    def get_input_shape(scheme, args):
+        size = flat_size(scheme["obs"]["vshape"]) + args.n_actions
+        return size + (args.n_agents if args.agent_param_sharing else 0)
+
+    def build_inputs(self, state, joint_actions, obs=None):
+        """obs [B, T, N, O]; joint_actions [B, T, N, N * A], of which row i keeps block i."""
+        b, t, n = joint_actions.shape[:3]
+        own = torch.diagonal(joint_actions.view(b, t, n, n, self.n_actions), dim1=2, dim2=3)  # [B, T, A, N]
+        parts = [obs, own.transpose(2, 3)]
+        if self.shared:
+            if self._ids is None or self._ids.device != obs.device:
+                self._ids = torch.eye(self.n_agents, device=obs.device)
+            parts.append(self._ids.expand(b, t, -1, -1))
+        return torch.cat(parts, dim=-1)
+
+    def forward(self, inputs):
+        return super().forward(inputs).squeeze(-1)
