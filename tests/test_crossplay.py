@@ -172,3 +172,51 @@ def test_bad_team_keys_are_refused(checkpoints, capsys):
     ]
     assert main.main(spread) == 2
     assert "has no teams" in capsys.readouterr().err
+
+
+def test_crossplay_table_pairs_every_algorithm_seed_by_seed(tmp_path, capsys):
+    import crossplay
+
+    results = str(tmp_path / "r")
+    for config in ("maddpg", "iddpg"):
+        for seed in (1, 2):
+            argv = [
+                f"--config={config}",
+                "--env-config=mpe",
+                "with",
+                "env_args.scenario=simple_push_v3",
+                "env_args.max_cycles=10",
+                "common_reward=False",
+                "t_max=60",
+                "test_interval=1000",
+                "test_nepisode=1",
+                "transition_batch_size=16",
+                "save_model=True",
+                f"seed={seed}",
+                "experiment=tiny",
+                f"local_results_path={results}",
+            ]
+            assert main.main(argv) == 0
+    out = str(tmp_path / "table")
+    assert crossplay.main(["tiny", "--results", results, "--test-nepisode", "2", "--out", out]) == 0
+    text = capsys.readouterr().out
+    assert text.count("cross-play simple_push_v3") == 8  # 2 x 2 pairings x 2 seeds
+    import csv
+
+    with open(out + "_simple_push_v3.csv") as f:
+        rows = list(csv.DictReader(f))
+    cells = {(r["metric"], r["good"], r["adversary"]): r for r in rows}
+    assert len(cells) == 4 * 4 and all(r["n"] == "2" for r in rows)
+    r = cells[("good_return_mean", "maddpg", "iddpg")]
+    assert float(r["ci_low"]) <= float(r["mean"]) <= float(r["ci_high"])
+    # the cell is the mean over seeds of the evaluations' good-team returns
+    evals = crossplay.evaluated(results, "tiny_crossplay")
+    found = crossplay.finished_checkpoints(results, "tiny")["simple_push_v3"]
+    vals = [evals[(found["maddpg"][s], found["iddpg"][s])]["good_return_mean"] for s in (1, 2)]
+    assert float(r["mean"]) == pytest.approx(np.mean(vals))
+    with open(out + ".md") as f:
+        assert "| good \\ adversary | iddpg | maddpg |" in f.read()
+    # a second invocation evaluates nothing again
+    assert crossplay.main(["tiny", "--results", results, "--test-nepisode", "2"]) == 0
+    assert "cross-play simple_push_v3" not in capsys.readouterr().out
+    assert crossplay.main(["nothing", "--results", results]) == 2
