@@ -40,6 +40,8 @@ def run(_run, config, console=None):
     args = SimpleNamespace(**config)
     args.env_args = dict(config["env_args"])
     args.device = resolve_device(config["device"])
+    if "device" in args.env_args and args.env_args["device"] is None:  # envs that simulate on a device
+        args.env_args["device"] = args.device
     set_seeds(args.seed)
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)

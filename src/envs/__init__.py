@@ -39,6 +39,18 @@ def _validate_gymma(env_args):
     validate_env_args(env_args)
 
 
+def _vmas(**env_args):
+    from envs.vmas_env import VMASEnv
+
+    return VMASEnv(**env_args)
+
+
+def _validate_vmas(env_args):
+    from envs.vmas_env import validate_env_args
+
+    validate_env_args(env_args)
+
+
 def _sc2(**env_args):
     from envs.sc2_env import StarCraft2Env
 
@@ -53,7 +65,14 @@ def _validate_sc2(env_args):
 
 REGISTRY = Registry(
     "env",
-    {"mpe": _pettingzoo, "pettingzoo": _pettingzoo, "skirmish": _skirmish, "sc2": _sc2, "gymma": _gymma},
+    {
+        "mpe": _pettingzoo,
+        "pettingzoo": _pettingzoo,
+        "skirmish": _skirmish,
+        "sc2": _sc2,
+        "gymma": _gymma,
+        "vmas": _vmas,
+    },
 )
 VALIDATORS = {
     "mpe": _validate_pettingzoo,
@@ -61,7 +80,12 @@ VALIDATORS = {
     "skirmish": _validate_skirmish,
     "sc2": _validate_sc2,
     "gymma": _validate_gymma,
+    "vmas": _validate_vmas,
 }
+
+# Envs that step many copies as one batch (num_envs=B; reset_batch, step_batch): the vector runner
+# builds one such env instead of B instances.
+BATCHED = {"vmas"}
 
 # Envs whose save_replay() writes something (skirmish: an animated GIF; sc2: an SC2 replay).
 SAVES_REPLAYS = {"skirmish", "sc2"}

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import numpy as np
+
+from envs import BATCHED
 from envs import REGISTRY as env_REGISTRY
 from runners.parallel_runner import STACKED, ParallelRunner, env_args_for, env_command, stack_replies
 
@@ -11,11 +14,35 @@ class VectorRunner(ParallelRunner):
     steps themselves; slow envs (StarCraft II) gain from the parallel runner's workers instead."""
 
     def _start_envs(self, args):
-        self.envs = [env_REGISTRY[args.env](**env_args_for(args, i)) for i in range(self.batch_size)]
+        self.batched = args.env in BATCHED  # one env of batch_size_run copies (VMAS)
+        if self.batched:
+            self.envs = [env_REGISTRY[args.env](**{**env_args_for(args, 0), "num_envs": self.batch_size})]
+        else:
+            self.envs = [env_REGISTRY[args.env](**env_args_for(args, i)) for i in range(self.batch_size)]
 
     def _exchange(self, cmd, items):
+        if self.batched:
+            return self._exchange_batched(cmd, items)
         replies = [env_command(self.envs[i], cmd, data) for i, data in items]
         return stack_replies(replies) if cmd in STACKED else replies
+
+    def _exchange_batched(self, cmd, items):
+        env, rows = self.envs[0], [i for i, _ in items]
+        if cmd == "reset":
+            out = env.reset_batch()
+        elif cmd == "step":
+            # Every copy steps; those whose episode is over get a zero action and are not read.
+            first = np.asarray(items[0][1])
+            actions = np.zeros((self.batch_size, *first.shape), dtype=first.dtype)
+            actions[rows] = np.stack([np.asarray(a) for _, a in items])
+            out = env.step_batch(actions)
+        elif cmd == "get_env_info":
+            return [env.get_env_info() for _ in items]
+        elif cmd in ("save_replay", "close"):
+            return [None for _ in items]
+        else:
+            raise ValueError(f"unknown env command {cmd!r}")
+        return {k: [v[i] for i in rows] if k == "info" else v[rows] for k, v in out.items()}
 
     def close_env(self) -> None:
         if self.closed:

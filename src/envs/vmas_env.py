@@ -1,0 +1,235 @@
+"""VMAS (Bettini et al. 2022): PyTorch-vectorised multi-robot scenarios, as a MultiAgentEnv.
+
+    --env-config=vmas with env_args.scenario=navigation env_args.n_agents=4
+
+One VMASEnv holds num_envs copies of the scenario stepped as one batch. The episode and parallel
+runners use num_envs=1 through the MultiAgentEnv methods; the vector runner makes one env of
+batch_size_run copies and calls reset_batch/step_batch, so B envs cost one simulator call per
+step (the point of VMAS). Observations are zero-padded to the largest agent's size; the state is
+all of them concatenated; every action is available. An episode ends when the scenario says done
+(terminated) or after max_steps (a time-limit cut). Any env_args key the wrapper does not know
+goes to the scenario (its make_world kwargs), e.g. env_args.n_agents=4."""
+
+import contextlib
+
+import numpy as np
+import torch
+
+from envs.multiagentenv import MultiAgentEnv
+from utils.errors import ConfigError
+from utils.registry import unknown_name_message
+
+WRAPPER_KEYS = {
+    "scenario",
+    "max_steps",
+    "continuous_actions",
+    "seed",
+    "device",
+    "num_envs",
+    "common_reward",
+    "reward_scalarisation",
+}
+
+
+def _vmas():
+    try:
+        import vmas
+    except ImportError:
+        raise ConfigError(
+            "--env-config=vmas needs the package 'vmas': pip install vmas (requirements.txt pins it)"
+        ) from None
+    return vmas
+
+
+def scenario_kwargs(env_args):
+    return {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
+
+
+def validate_env_args(env_args):
+    vmas = _vmas()
+    scenario = env_args.get("scenario")
+    if scenario not in vmas.scenarios:
+        raise ConfigError(unknown_name_message("VMAS scenario (env_args.scenario)", scenario, vmas.scenarios))
+    steps = env_args.get("max_steps")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"env_args.max_steps={steps!r} must be a positive integer (the episode limit)")
+    try:
+        VMASEnv(**{**env_args, "num_envs": 1})
+    except ConfigError:
+        raise
+    except Exception as e:  # the scenario refused its kwargs: say so in one line
+        first = (str(e).strip().splitlines() or [""])[0]
+        kwargs = scenario_kwargs(env_args)
+        raise ConfigError(
+            f"VMAS scenario {scenario} cannot be built with {kwargs}: {type(e).__name__}: {first}"
+        ) from None
+
+
+class VMASEnv(MultiAgentEnv):
+    def __init__(self, **env_args):
+        vmas = _vmas()
+        self.scenario = env_args["scenario"]
+        self.num_envs = int(env_args.get("num_envs") or 1)
+        self.episode_limit = int(env_args.get("max_steps") or 100)
+        self.continuous = bool(env_args.get("continuous_actions", False))
+        self.common_reward = env_args.get("common_reward", True)
+        self.reward_scalarisation = env_args.get("reward_scalarisation", "sum")
+        self.device = torch.device(env_args.get("device") or "cpu")
+        # Episodes follow from env_args.seed alone, whatever the run or other envs draw.
+        self._rng = None
+        with self._own_rng():
+            self.env = vmas.make_env(
+                self.scenario,
+                num_envs=self.num_envs,
+                device=self.device,
+                continuous_actions=self.continuous,
+                max_steps=self.episode_limit,
+                seed=env_args.get("seed"),
+                terminated_truncated=True,
+                **scenario_kwargs(env_args),
+            )
+        self.n_agents = self.env.n_agents
+        self.agents = [a.name for a in self.env.agents]
+        spaces = list(self.env.action_space)
+        if self.continuous:
+            self.agent_action_sizes = [int(np.prod(s.shape)) for s in spaces]
+            self.n_actions = max(self.agent_action_sizes)
+            low = np.full(self.n_actions, np.inf)
+            high = np.full(self.n_actions, -np.inf)
+            for s, d in zip(spaces, self.agent_action_sizes, strict=True):
+                low[:d] = np.minimum(low[:d], np.asarray(s.low).reshape(-1))
+                high[:d] = np.maximum(high[:d], np.asarray(s.high).reshape(-1))
+            self.action_low, self.action_high = low.tolist(), high.tolist()
+        else:
+            self.agent_action_sizes = [int(s.n) for s in spaces]
+            self.n_actions = max(self.agent_action_sizes)
+        self.obs_sizes = [int(np.prod(s.shape)) for s in self.env.observation_space]
+        self.obs_size = max(self.obs_sizes)
+        self._avail = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)
+        for i, n in enumerate(self.agent_action_sizes):
+            self._avail[i, :n] = 1
+        self._obs = None  # [num_envs, N, obs_size]
+        self._steps = 0
+        self.reset_batch()
+
+    @contextlib.contextmanager
+    def _own_rng(self):
+        """Run the block on this env's own random streams. VMAS keeps one set of generator
+        states (torch CPU, numpy, random) for all its envs in a process and swaps it in around
+        each call; this env swaps its own set in there (and its own CUDA state on a GPU), so that
+        two envs in one process do not share one stream."""
+        from vmas.simulator.environment.environment import Environment
+
+        shared = Environment.vmas_random_state
+        outer = list(shared)
+        cuda = self.device.type == "cuda"
+        outer_cuda = torch.cuda.get_rng_state(self.device) if cuda else None
+        if self._rng is not None:
+            shared[:] = self._rng[0]
+            if cuda:
+                torch.cuda.set_rng_state(self._rng[1], self.device)
+        try:
+            yield
+        finally:
+            self._rng = (list(shared), torch.cuda.get_rng_state(self.device) if cuda else None)
+            shared[:] = outer
+            if cuda:
+                torch.cuda.set_rng_state(outer_cuda, self.device)
+
+    # --- the whole batch (vector runner) ----------------------------------------------------
+    def _set_obs(self, obs):
+        out = np.zeros((self.num_envs, self.n_agents, self.obs_size), dtype=np.float32)
+        for i, o in enumerate(obs):
+            out[:, i, : self.obs_sizes[i]] = o.detach().cpu().numpy().reshape(self.num_envs, -1)
+        self._obs = out
+
+    def _data(self):
+        return {
+            "state": self._obs.reshape(self.num_envs, -1).copy(),
+            "avail_actions": np.broadcast_to(self._avail, (self.num_envs, *self._avail.shape)).copy(),
+            "obs": self._obs.copy(),
+        }
+
+    def reset_batch(self):
+        """Reset every copy: {state [E, S], avail_actions [E, N, A], obs [E, N, O]}."""
+        with self._own_rng():
+            obs = self.env.reset()
+        self._set_obs(obs)
+        self._steps = 0
+        self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
+        return self._data()
+
+    def step_batch(self, actions):
+        """actions [E, N] (discrete) or [E, N, A] (continuous) for every copy -> the data after
+        the step plus reward [E] or [E, N], terminated [E], indi_terminated [E, N] and one info
+        dict per copy (episode_limit: the step was a time-limit cut)."""
+        actions = torch.as_tensor(np.asarray(actions), device=self.device)
+        if self.continuous:
+            per_agent = [actions[:, i, : self.agent_action_sizes[i]].float() for i in range(self.n_agents)]
+        else:
+            per_agent = [actions[:, i].long().reshape(-1) for i in range(self.n_agents)]
+        with self._own_rng():
+            obs, rewards, terminated, truncated, _ = self.env.step(per_agent)
+        self._steps += 1
+        self._set_obs(obs)
+        reward = (
+            torch.stack([r.reshape(-1) for r in rewards], dim=1).detach().cpu().numpy().astype(np.float32)
+        )
+        term = terminated.detach().cpu().numpy().reshape(-1).astype(bool)
+        cut = truncated.detach().cpu().numpy().reshape(-1).astype(bool) & ~term
+        if self._steps >= self.episode_limit:
+            cut = ~term
+        out = self._data()
+        out.update(
+            reward=(reward.sum(1) if self.reward_scalarisation == "sum" else reward.mean(1))
+            if self.common_reward
+            else reward,
+            terminated=term | cut,
+            indi_terminated=np.repeat(term[:, None], self.n_agents, axis=1).astype(np.uint8),
+            info=[{"episode_limit": bool(c)} for c in cut],
+        )
+        return out
+
+    # --- one env (episode and parallel runners) ---------------------------------------------
+    def reset(self):
+        self.reset_batch()
+        return self.get_obs(), self.get_state()
+
+    def step(self, actions):
+        if self.num_envs != 1:
+            raise RuntimeError("VMASEnv.step drives one env; a batch of envs steps with step_batch")
+        out = self.step_batch(np.asarray(actions)[None])
+        self._indi_terminated = out["indi_terminated"][0]
+        reward = out["reward"][0]
+        return (float(reward) if np.ndim(reward) == 0 else reward), bool(out["terminated"][0]), out["info"][0]
+
+    def get_obs(self):
+        return list(self._obs[0])
+
+    def get_obs_size(self):
+        return self.obs_size
+
+    def get_state(self):
+        return self._obs[0].reshape(-1).copy()
+
+    def get_state_size(self):
+        return self.n_agents * self.obs_size
+
+    def get_avail_actions(self):
+        return self._avail.copy()
+
+    def get_total_actions(self):
+        return self.n_actions
+
+    def get_indi_terminated(self):
+        return self._indi_terminated.copy()
+
+    def get_env_info(self):
+        info = super().get_env_info()
+        info["agent_names"] = self.agents
+        if self.continuous:
+            info.update(action_space="continuous", action_low=self.action_low, action_high=self.action_high)
+        return info
+
+    def close(self):
+        pass
