@@ -37,7 +37,7 @@ def raw_env_rate(steps, seed=0):
     return n / (time.perf_counter() - start)
 
 
-def build(overrides):
+def build(overrides, config="qmix", env_config="mpe"):
     from types import SimpleNamespace
 
     from components.episode_buffer import ReplayBuffer
@@ -48,7 +48,7 @@ def build(overrides):
     from runners import REGISTRY as r_REGISTRY
     from utils.logger import Logger, get_console_logger
 
-    cfg = load_config(["--config=qmix", "--env-config=mpe", "with", "seed=0", *overrides])
+    cfg = load_config([f"--config={config}", f"--env-config={env_config}", "with", "seed=0", *overrides])
     cfg["env_args"]["seed"] = 0
     args = SimpleNamespace(**cfg)
     args.device, args.unique_token = "cpu", "bench"
@@ -57,6 +57,7 @@ def build(overrides):
     info = runner.get_env_info()
     for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
         setattr(args, k, info[k])
+    args.action_space = info.get("action_space", "discrete")
     scheme, groups, preprocess = build_scheme(args, info)
     buffer = ReplayBuffer(scheme, groups, args.buffer_size, info["episode_limit"] + 1, preprocess=preprocess)
     mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)
