@@ -16,6 +16,21 @@ def team_reward(rewards, scalarisation):
     return float(rewards.sum() if scalarisation == "sum" else rewards.mean())
 
 
+def action_layout(spaces, continuous):
+    """Per-agent action spaces -> (sizes per agent, n_actions = the largest, low, high): the
+    bounds of continuous spaces, per dimension over the agents that have it (else None, None)."""
+    if not continuous:
+        sizes = [int(s.n) for s in spaces]
+        return sizes, max(sizes), None, None
+    sizes = [int(np.prod(s.shape)) for s in spaces]
+    n = max(sizes)
+    low, high = np.full(n, np.inf), np.full(n, -np.inf)
+    for s, d in zip(spaces, sizes, strict=True):
+        low[:d] = np.minimum(low[:d], np.asarray(s.low).reshape(-1))
+        high[:d] = np.maximum(high[:d], np.asarray(s.high).reshape(-1))
+    return sizes, n, low.tolist(), high.tolist()
+
+
 class MultiAgentEnv:
     """The PyMARL environment contract, plus per-agent termination flags.
 

@@ -6,7 +6,7 @@ import pkgutil
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv, noop_only, team_reward
+from envs.multiagentenv import MultiAgentEnv, action_layout, noop_only, team_reward
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 from utils.values import coerce
@@ -128,18 +128,9 @@ class PettingZooEnv(MultiAgentEnv):
 
         spaces = [self.env.action_space(a) for a in self.agents]
         self.continuous = hasattr(spaces[0], "shape") and not hasattr(spaces[0], "n")
-        if self.continuous:
-            self.agent_action_sizes = [int(np.prod(s.shape)) for s in spaces]
-            self.n_actions = max(self.agent_action_sizes)
-            low = np.full(self.n_actions, np.inf)
-            high = np.full(self.n_actions, -np.inf)
-            for s, d in zip(spaces, self.agent_action_sizes, strict=True):
-                low[:d] = np.minimum(low[:d], np.asarray(s.low).reshape(-1))
-                high[:d] = np.maximum(high[:d], np.asarray(s.high).reshape(-1))
-            self.action_low, self.action_high = low.tolist(), high.tolist()
-        else:
-            self.agent_action_sizes = [int(s.n) for s in spaces]
-            self.n_actions = max(self.agent_action_sizes)
+        self.agent_action_sizes, self.n_actions, self.action_low, self.action_high = action_layout(
+            spaces, self.continuous
+        )
         self.obs_sizes = [int(np.prod(self.env.observation_space(a).shape)) for a in self.agents]
         self.obs_size = max(self.obs_sizes)
 

@@ -15,7 +15,7 @@ import contextlib
 import numpy as np
 import torch
 
-from envs.multiagentenv import MultiAgentEnv
+from envs.multiagentenv import MultiAgentEnv, action_layout
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 
@@ -91,18 +91,9 @@ class VMASEnv(MultiAgentEnv):
         self.n_agents = self.env.n_agents
         self.agents = [a.name for a in self.env.agents]
         spaces = list(self.env.action_space)
-        if self.continuous:
-            self.agent_action_sizes = [int(np.prod(s.shape)) for s in spaces]
-            self.n_actions = max(self.agent_action_sizes)
-            low = np.full(self.n_actions, np.inf)
-            high = np.full(self.n_actions, -np.inf)
-            for s, d in zip(spaces, self.agent_action_sizes, strict=True):
-                low[:d] = np.minimum(low[:d], np.asarray(s.low).reshape(-1))
-                high[:d] = np.maximum(high[:d], np.asarray(s.high).reshape(-1))
-            self.action_low, self.action_high = low.tolist(), high.tolist()
-        else:
-            self.agent_action_sizes = [int(s.n) for s in spaces]
-            self.n_actions = max(self.agent_action_sizes)
+        self.agent_action_sizes, self.n_actions, self.action_low, self.action_high = action_layout(
+            spaces, self.continuous
+        )
         self.obs_sizes = [int(np.prod(s.shape)) for s in self.env.observation_space]
         self.obs_size = max(self.obs_sizes)
         self._avail = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)

@@ -51,20 +51,12 @@ class MADDPGCritic(BatchedMLP):
         return super().forward(inputs).squeeze(-1)
 
 
-class LocalCritic(BatchedMLP):
+class LocalCritic(MADDPGCritic):
     """Independent critic Q_i(o_i, a_i) for every agent i (IDDPG, ISAC): agent i's own observation
     and own action (its block of the joint action), plus its one-hot id when the critic is shared.
     input_shape = O + A + [N if shared]."""
 
     needs_obs = True
-
-    def __init__(self, scheme, args):
-        self.n_agents = args.n_agents
-        self.n_actions = args.n_actions
-        self.input_shape = self.get_input_shape(scheme, args)
-        h = args.critic_hidden_dim
-        super().__init__(1 if args.agent_param_sharing else self.n_agents, (self.input_shape, h, h, 1))
-        self._ids = None
 
     @staticmethod
     def get_input_shape(scheme, args):
@@ -81,6 +73,3 @@ class LocalCritic(BatchedMLP):
                 self._ids = torch.eye(self.n_agents, device=obs.device)
             parts.append(self._ids.expand(b, t, -1, -1))
         return torch.cat(parts, dim=-1)
-
-    def forward(self, inputs):
-        return super().forward(inputs).squeeze(-1)
