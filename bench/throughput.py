@@ -58,6 +58,8 @@ def build(overrides, config="qmix", env_config="mpe"):
     for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
         setattr(args, k, info[k])
     args.action_space = info.get("action_space", "discrete")
+    if args.action_space == "continuous":
+        args.action_low, args.action_high = info["action_low"], info["action_high"]
     scheme, groups, preprocess = build_scheme(args, info)
     buffer = ReplayBuffer(scheme, groups, args.buffer_size, info["episode_limit"] + 1, preprocess=preprocess)
     mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)
