@@ -1,7 +1,10 @@
 """Env steps per second on a VMAS scenario: VMAS alone against our vector runner; one JSON line per
 batch size.
 
-    python bench/vmas_throughput.py [--scenario navigation] [--sizes 1,16,64,256] [--steps 3000]
+    python bench/vmas_throughput.py [--scenario S] [--sizes 1,16,64,256] [--steps 3000] [key=value ...]
+
+key=value pairs go to the runner's config (e.g. agent=mlp env_args.continuous_actions=True
+env_args.n_agents=3 env_args.shared_rew=False common_reward=False: BenchMARL's navigation task).
 
 raw_steps_per_s: VMAS stepping B copies with random actions (one call per step for all B).
 runner_steps_per_s: the vector runner collecting training episodes of B copies with MAPPO's
@@ -38,7 +41,7 @@ def raw_rate(scenario, b, steps, max_steps):
     return n / (time.perf_counter() - start)
 
 
-def runner_rate(scenario, b, steps, max_steps):
+def runner_rate(scenario, b, steps, max_steps, extra=()):
     overrides = [
         f"env_args.scenario={scenario}",
         f"env_args.max_steps={max_steps}",
@@ -46,6 +49,7 @@ def runner_rate(scenario, b, steps, max_steps):
         f"batch_size_run={b}",
         f"batch_size={b}",
         f"buffer_size={b}",
+        *extra,
     ]
     args, runner, _, _ = build(overrides, config="mappo", env_config="vmas")
     try:
@@ -66,12 +70,13 @@ def main():
         "--steps", type=int, default=3000, help="env steps per measurement (at least one episode per copy)"
     )
     p.add_argument("--max-steps", type=int, default=100)
+    p.add_argument("overrides", nargs="*", help="key=value for the runner's config")
     a = p.parse_args()
     torch.set_num_threads(1)
     for b in (int(x) for x in a.sizes.split(",")):
         steps = max(a.steps, b * a.max_steps)
         raw = raw_rate(a.scenario, b, steps, a.max_steps)
-        ours = runner_rate(a.scenario, b, steps, a.max_steps)
+        ours = runner_rate(a.scenario, b, steps, a.max_steps, a.overrides)
         out = {
             "scenario": a.scenario,
             "B": b,
