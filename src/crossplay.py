@@ -67,21 +67,18 @@ def finished_checkpoints(results, experiment):
 
 
 def evaluated(results, experiment):
-    """{(good folder, adversary folder): metrics} of the completed cross-play evaluations."""
+    """{(good folder, adversary folder): final test metrics} of the completed cross-play runs."""
+    from utils.results import find_runs, read_run
+
     done = {}
-    for run in glob.glob(os.path.join(results, "sacred", experiment, "*", "*", "*", "[0-9]*")):
+    for path in find_runs([os.path.join(results, "sacred", experiment)]):
         try:
-            with open(os.path.join(run, "run.json")) as f:
-                if json.load(f).get("status") != "COMPLETED":
-                    continue
-            with open(os.path.join(run, "config.json")) as f:
-                teams = json.load(f).get("team_checkpoints") or {}
-            with open(os.path.join(run, "metrics.json")) as f:
-                metrics = json.load(f)
-        except (OSError, ValueError):
+            info, metrics = read_run(path)
+        except ValueError:
             continue
-        if "good" in teams and "adversary" in teams:
-            done[(teams["good"], teams["adversary"])] = {
+        teams = (info.get("team_checkpoints.good"), info.get("team_checkpoints.adversary"))
+        if info["status"] == "COMPLETED" and None not in teams:
+            done[teams] = {
                 k[len("test_") :]: v["values"][-1] for k, v in metrics.items() if k.startswith("test_")
             }
     return done

@@ -16,7 +16,7 @@ import importlib
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv, noop_only, team_reward
+from envs.multiagentenv import PerAgentSpacesEnv, noop_only, team_reward
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 
@@ -83,7 +83,7 @@ def validate_env_args(env_args):
     return env_id
 
 
-class GymmaEnv(MultiAgentEnv):
+class GymmaEnv(PerAgentSpacesEnv):
     def __init__(self, **env_args):
         env_id = resolve_key(env_args.get("key"))
         kwargs = {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
@@ -164,28 +164,11 @@ class GymmaEnv(MultiAgentEnv):
     def get_obs(self):
         return self._obs.copy()
 
-    def get_obs_size(self):
-        return self.obs_size
-
     def get_state(self):
         return self._obs.reshape(-1).copy()
 
-    def get_state_size(self):
-        return self.n_agents * self.obs_size
-
     def get_avail_actions(self):
         return noop_only(self._avail.copy(), self._indi_terminated)
-
-    def get_total_actions(self):
-        return self.n_actions
-
-    def get_indi_terminated(self):
-        return self._indi_terminated.copy()
-
-    def get_env_info(self):
-        info = super().get_env_info()
-        info["obs_sizes"] = self.obs_sizes
-        return info
 
     def get_stats(self):
         return {}

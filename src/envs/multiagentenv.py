@@ -102,3 +102,34 @@ class MultiAgentEnv:
             "episode_limit": self.episode_limit,
             "action_space": "discrete",
         }
+
+
+class PerAgentSpacesEnv(MultiAgentEnv):
+    """What wrappers of envs with one observation and action space per agent share (mpe2 and
+    PettingZoo, gymma, VMAS): observations zero-padded to obs_size (sizes per agent in obs_sizes),
+    actions to n_actions, continuous bounds in action_low/high, flags in _indi_terminated, and
+    the state all observations unless the wrapper says otherwise."""
+
+    continuous = False
+    agents = None  # agent names, where the env has them
+
+    def get_obs_size(self):
+        return self.obs_size
+
+    def get_state_size(self):
+        return self.n_agents * self.obs_size
+
+    def get_total_actions(self):
+        return self.n_actions
+
+    def get_indi_terminated(self):
+        return self._indi_terminated.copy()
+
+    def get_env_info(self):
+        info = super().get_env_info()
+        if self.agents is not None:
+            info["agent_names"] = self.agents
+        info["obs_sizes"] = self.obs_sizes
+        if self.continuous:
+            info.update(action_space="continuous", action_low=self.action_low, action_high=self.action_high)
+        return info

@@ -6,7 +6,7 @@ import pkgutil
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv, action_layout, noop_only, team_reward
+from envs.multiagentenv import PerAgentSpacesEnv, action_layout, noop_only, team_reward
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 from utils.values import coerce
@@ -112,7 +112,7 @@ def validate_env_args(env_args):
         raise ConfigError(f"{module.__name__} with env_args {given} has no agents")
 
 
-class PettingZooEnv(MultiAgentEnv):
+class PettingZooEnv(PerAgentSpacesEnv):
     def __init__(self, **env_args):
         self.module = resolve_module(env_args)
         self.env = self.module.parallel_env(**constructor_kwargs(self.module, env_args))
@@ -242,9 +242,6 @@ class PettingZooEnv(MultiAgentEnv):
     def get_obs(self):
         return self._obs.copy()
 
-    def get_obs_size(self):
-        return self.obs_size
-
     def get_state(self):
         if self._state_cache is not None:
             return self._state_cache.copy()
@@ -261,23 +258,13 @@ class PettingZooEnv(MultiAgentEnv):
     def get_avail_actions(self):
         return noop_only(self._avail_alive.copy(), self._done)
 
-    def get_total_actions(self):
-        return self.n_actions
-
-    def get_indi_terminated(self):
-        return self._indi_terminated.copy()
-
     def get_env_info(self):
         info = super().get_env_info()
-        info["agent_names"] = self.agents
         if self.teams:
             info["teams"] = self.teams
-        info["obs_sizes"] = self.obs_sizes
         layout = self._obs_entities()
         if layout:
             info["obs_entities"] = layout
-        if self.continuous:
-            info.update(action_space="continuous", action_low=self.action_low, action_high=self.action_high)
         return info
 
     # --- teams of competitive scenarios ----------------------------------------------------

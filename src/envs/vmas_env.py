@@ -15,7 +15,7 @@ import contextlib
 import numpy as np
 import torch
 
-from envs.multiagentenv import MultiAgentEnv, action_layout
+from envs.multiagentenv import PerAgentSpacesEnv, action_layout
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 
@@ -65,7 +65,7 @@ def validate_env_args(env_args):
         ) from None
 
 
-class VMASEnv(MultiAgentEnv):
+class VMASEnv(PerAgentSpacesEnv):
     def __init__(self, **env_args):
         vmas = _vmas()
         self.scenario = env_args["scenario"]
@@ -99,8 +99,9 @@ class VMASEnv(MultiAgentEnv):
         self._avail = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)
         for i, n in enumerate(self.agent_action_sizes):
             self._avail[i, :n] = 1
-        self._obs = None  # [num_envs, N, obs_size]
-        self._steps = 0
+        # every action is available in every copy; written into the batch, never changed
+        self._avail_batch = np.broadcast_to(self._avail, (self.num_envs, *self._avail.shape))
+        self._obs = None  # [num_envs, N, obs_size], a fresh array each step
         self.reset_batch()
 
     @contextlib.contextmanager
@@ -135,10 +136,11 @@ class VMASEnv(MultiAgentEnv):
         self._obs = out
 
     def _data(self):
+        # _set_obs makes a new array each step, so these views are never overwritten
         return {
-            "state": self._obs.reshape(self.num_envs, -1).copy(),
-            "avail_actions": np.broadcast_to(self._avail, (self.num_envs, *self._avail.shape)).copy(),
-            "obs": self._obs.copy(),
+            "state": self._obs.reshape(self.num_envs, -1),
+            "avail_actions": self._avail_batch,
+            "obs": self._obs,
         }
 
     def reset_batch(self):
@@ -146,7 +148,6 @@ class VMASEnv(MultiAgentEnv):
         with self._own_rng():
             obs = self.env.reset()
         self._set_obs(obs)
-        self._steps = 0
         self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
         return self._data()
 
@@ -161,15 +162,12 @@ class VMASEnv(MultiAgentEnv):
             per_agent = [actions[:, i].long().reshape(-1) for i in range(self.n_agents)]
         with self._own_rng():
             obs, rewards, terminated, truncated, _ = self.env.step(per_agent)
-        self._steps += 1
         self._set_obs(obs)
         reward = (
             torch.stack([r.reshape(-1) for r in rewards], dim=1).detach().cpu().numpy().astype(np.float32)
         )
         term = terminated.detach().cpu().numpy().reshape(-1).astype(bool)
-        cut = truncated.detach().cpu().numpy().reshape(-1).astype(bool) & ~term
-        if self._steps >= self.episode_limit:
-            cut = ~term
+        cut = truncated.detach().cpu().numpy().reshape(-1).astype(bool) & ~term  # VMAS: steps >= max_steps
         out = self._data()
         out.update(
             reward=(reward.sum(1) if self.reward_scalarisation == "sum" else reward.mean(1))
@@ -197,30 +195,11 @@ class VMASEnv(MultiAgentEnv):
     def get_obs(self):
         return list(self._obs[0])
 
-    def get_obs_size(self):
-        return self.obs_size
-
     def get_state(self):
         return self._obs[0].reshape(-1).copy()
 
-    def get_state_size(self):
-        return self.n_agents * self.obs_size
-
     def get_avail_actions(self):
         return self._avail.copy()
-
-    def get_total_actions(self):
-        return self.n_actions
-
-    def get_indi_terminated(self):
-        return self._indi_terminated.copy()
-
-    def get_env_info(self):
-        info = super().get_env_info()
-        info["agent_names"] = self.agents
-        if self.continuous:
-            info.update(action_space="continuous", action_low=self.action_low, action_high=self.action_high)
-        return info
 
     def close(self):
         pass

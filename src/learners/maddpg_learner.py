@@ -62,6 +62,15 @@ class MADDPGLearner(Learner):
         """Critic inputs at time slice t of state [B, T+1, S] and obs, for joint [B, T, N, N*A]."""
         return self.critics[0].build_inputs(state[:, t], joint, None if obs is None else obs[:, t])
 
+    def _own_into_joint(self, own, others):
+        """Row i of the joint action for agent i's critic, [B, T, N, N * A]: agent i's block from
+        own [B, T, N, A] (with its gradient), every other block from others [B, T, N, A]."""
+        n = self.n_agents
+        if self._eye is None or self._eye.device != own.device:
+            self._eye = torch.eye(n, device=own.device).view(1, 1, n, n, 1)
+        joint = others.unsqueeze(2) * (1 - self._eye) + own.unsqueeze(2) * self._eye
+        return joint.reshape(*own.shape[:2], n, -1)
+
     def _clip_critics(self, max_norm):
         return torch.stack([c.clip_grad_norm_(max_norm) for c in self.critics]).max()
 
@@ -101,57 +110,48 @@ class MADDPGLearner(Learner):
         next_q = torch.stack([c(next_inputs) for c in self.target_critics]).min(dim=0).values
         return rewards + args.gamma * (1 - terminated) * next_q
 
-    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
-        args = self.args
-        n = self.n_agents
+    def update_critics(self, batch, inputs, out=None):
+        """One step of every critic towards critic_targets (out: the online actors' outputs,
+        where the targets need them). -> (actions [B, T+1, N, A] as the critics see them, the
+        critics' observations or None, mask [B, T, N], its count, the critic figures to log)."""
         # rewards [B, T, 1] (team) or [B, T, N] (individual); terminated, mask [B, T, 1]
         rewards, terminated, mask = self.rewards_and_masks(batch)
-        avail = batch["avail_actions"]  # [B, T+1, N, A]
-        actions = batch["actions"] if self.mac.continuous else batch["actions_onehot"]
-        actions = actions.float()  # [B, T+1, N, A]
-        state = batch["state"]
+        rewards = rewards.expand(-1, -1, self.n_agents)  # a team reward is every agent's reward
+        actions = (batch["actions"] if self.mac.continuous else batch["actions_onehot"]).float()
         obs = self.obs_for_critic(batch)
-        rewards = rewards.expand(-1, -1, n)  # a team reward is every agent's reward
-
-        inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target actors
-        prev = slice(None, -1)
-
-        # --- critics ---
-        targets = self.critic_targets(batch, inputs, None, rewards, terminated, obs)
-
-        taken_inputs = self._critic_inputs(state, self._joint(actions[:, :-1]), obs, prev)
+        targets = self.critic_targets(batch, inputs, out, rewards, terminated, obs)
+        taken_inputs = self._critic_inputs(batch["state"], self._joint(actions[:, :-1]), obs, slice(None, -1))
         q_taken_all = [c(taken_inputs) for c in self.critics]
         q_taken = q_taken_all[0]
         mask_n = mask.expand_as(q_taken)
         n_valid = mask_n.sum()
-        td_error = (q_taken - targets) * mask_n
         critic_loss = sum((((q - targets) * mask_n) ** 2).sum() for q in q_taken_all) / n_valid
         critic_grad_norm = self.step(self.critic_optimiser, critic_loss, self._clip_critics)
         self.critic_updates += 1
         stats = dict(
             critic_loss=critic_loss,
             critic_grad_norm=critic_grad_norm,
-            td_error_abs=td_error.abs().sum() / n_valid,
+            td_error_abs=((q_taken - targets) * mask_n).abs().sum() / n_valid,
             q_taken_mean=(q_taken * mask_n).sum() / n_valid,
             target_mean=(targets * mask_n).sum() / n_valid,
         )
+        return actions, obs, mask_n, n_valid, stats
+
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
+        args = self.args
+        avail = batch["avail_actions"]  # [B, T+1, N, A]
+        inputs = self.mac.build_seq_inputs(batch)  # shared by the online and target actors
+        actions, obs, mask_n, n_valid, stats = self.update_critics(batch, inputs)
 
         # --- actors and targets, every policy_delay critic updates (TD3) ---
         if self.critic_updates % args.policy_delay == 0:
             out = self.mac.forward_seq(batch, inputs)[:, :-1]  # [B, T, N, A]
             policy = self.mac.policy_actions(out, avail[:, :-1], sample=True)
-            # Row i of the joint action: agent i's block from its policy (with gradient), the
-            # others from the buffer or from their current policies (no gradient).
-            if self._eye is None or self._eye.device != out.device:
-                self._eye = torch.eye(n, device=out.device).view(1, 1, n, n, 1)
-            if args.actor_other_actions == "policy":  # EPyMARL: the others' current policies
-                others = policy.detach().unsqueeze(2)
-            else:  # the paper: the others' actions from the buffer
-                others = actions[:, :-1].unsqueeze(2)  # [B, T, 1, N, A]
-            joint = others * (1 - self._eye) + policy.unsqueeze(2) * self._eye
-            b, t = out.shape[:2]
+            # the others' actions: their current policies' (EPyMARL) or the buffer's (the paper)
+            others = policy.detach() if args.actor_other_actions == "policy" else actions[:, :-1]
+            joint = self._own_into_joint(policy, others)
             self.critic.requires_grad_(False)  # the actor loss steps the actors only
-            q_policy = self.critic(self._critic_inputs(state, joint.reshape(b, t, n, -1), obs, prev))
+            q_policy = self.critic(self._critic_inputs(batch["state"], joint, obs, slice(None, -1)))
             self.critic.requires_grad_(True)
             pre = out if self.mac.continuous else out.masked_fill(avail[:, :-1] == 0, 0.0)
             reg = ((pre**2).mean(dim=-1) * mask_n).sum() / n_valid

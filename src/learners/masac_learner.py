@@ -106,17 +106,14 @@ class MASACLearner(MADDPGLearner):
         expectation under pi_i for discrete actions) and E[log pi_i] (detached). out, actions
         [B, T, N, *] at the steps x; the others' actions are the buffer's (or, with
         actor_other_actions=policy, samples of their current policies)."""
-        form, n = self.mac.form, self.n_agents
+        form = self.mac.form
         avail = batch["avail_actions"][:, :-1]
         state, prev = batch["state"], slice(None, -1)
         policy_others = self.args.actor_other_actions == "policy"
         if self.mac.continuous:
             a_now, logp = form.sample(out, avail)
-            eye = torch.eye(n, device=out.device).view(1, 1, n, n, 1)
-            others = a_now.detach() if policy_others else actions
-            joint = others.unsqueeze(2) * (1 - eye) + a_now.unsqueeze(2) * eye
-            b, t = out.shape[:2]
-            joint_inputs = self._critic_inputs(state, joint.reshape(b, t, n, -1), obs, prev)
+            joint = self._own_into_joint(a_now, a_now.detach() if policy_others else actions)
+            joint_inputs = self._critic_inputs(state, joint, obs, prev)
             q_pi = torch.stack([c(joint_inputs) for c in self.critics]).min(dim=0).values
             return alpha * logp - q_pi, logp.detach()
         pi, logp_all = self._discrete_policy(out, avail)
@@ -126,32 +123,13 @@ class MASACLearner(MADDPGLearner):
         return per_agent, (pi * logp_all).sum(dim=-1).detach()
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
-        args = self.args
-        n = self.n_agents
-        rewards, terminated, mask = self.rewards_and_masks(batch)
-        rewards = rewards.expand(-1, -1, n)
-        avail = batch["avail_actions"]
-        continuous = self.mac.continuous
-        actions = (batch["actions"] if continuous else batch["actions_onehot"]).float()
-        state = batch["state"]
-        obs = self.obs_for_critic(batch)
-        prev = slice(None, -1)
-        alpha = self.log_alpha.exp().detach()  # [N]
-
         inputs = self.mac.build_seq_inputs(batch)
         out = self.mac.forward_seq(batch, inputs)  # [B, T+1, N, *], with gradient (actor below)
-
         # --- critics: soft targets from the current policy and the target critics ---
-        targets = self.critic_targets(batch, inputs, out, rewards, terminated, obs)
-
-        taken_inputs = self._critic_inputs(state, self._joint(actions[:, :-1]), obs, prev)
-        q_taken_all = [c(taken_inputs) for c in self.critics]
-        mask_n = mask.expand_as(q_taken_all[0])
-        n_valid = mask_n.sum()
-        critic_loss = sum((((q - targets) * mask_n) ** 2).sum() for q in q_taken_all) / n_valid
-        critic_grad_norm = self.step(self.critic_optimiser, critic_loss, self._clip_critics)
+        actions, obs, mask_n, n_valid, stats = self.update_critics(batch, inputs, out)
 
         # --- actors: minimise alpha log pi - min_k Q_k (critics frozen) ---
+        alpha = self.log_alpha.exp().detach()  # [N]
         for c in self.critics:
             c.requires_grad_(False)
         per_agent, log_pi = self.actor_terms(batch, out[:, :-1], actions[:, :-1], obs, alpha)
@@ -159,28 +137,23 @@ class MASACLearner(MADDPGLearner):
             c.requires_grad_(True)
         actor_loss = (per_agent * mask_n).sum() / n_valid
         actor_grad_norm = self.step(self.actor_optimiser, actor_loss, self._clip_actors)
-        entropy = -log_pi
 
         # --- temperature ---
-        alpha_loss = temperature_loss(self.log_alpha, log_pi, self._target_entropy(avail[:, :-1]), mask_n)
-        if args.auto_alpha:
+        target_h = self._target_entropy(batch["avail_actions"][:, :-1])
+        alpha_loss = temperature_loss(self.log_alpha, log_pi, target_h, mask_n)
+        if self.args.auto_alpha:
             self.alpha_optimiser.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_optimiser.step()
-        self.critic_updates += 1
         self.finish_update(episode_num)
 
         if self.log_due(t_env):
             self.log(
                 t_env,
-                critic_loss=critic_loss,
+                **stats,
                 actor_loss=actor_loss,
-                critic_grad_norm=critic_grad_norm,
                 actor_grad_norm=actor_grad_norm,
-                td_error_abs=((q_taken_all[0] - targets) * mask_n).abs().sum() / n_valid,
-                q_taken_mean=(q_taken_all[0] * mask_n).sum() / n_valid,
-                target_mean=(targets * mask_n).sum() / n_valid,
-                entropy_mean=(entropy * mask_n).sum() / n_valid,
+                entropy_mean=(-log_pi * mask_n).sum() / n_valid,
                 alpha_mean=self.log_alpha.exp().mean(),
                 alpha_loss=alpha_loss,
             )

@@ -56,16 +56,22 @@ class QLearner(Learner):
         with torch.no_grad():
             target_out = self.target_mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
             avail = batch["avail_actions"]
-            next_actions = greedy_actions(mac_out.detach() if args.double_q else target_out, avail)
+            online_greedy = greedy_actions(mac_out.detach(), avail) if args.double_q else None
+            target_greedy = None if args.double_q else greedy_actions(target_out, avail)
+            next_actions = online_greedy if args.double_q else target_greedy
             q_next = torch.gather(target_out, 3, next_actions).squeeze(3)  # [B, T+1, N]
             if self.mixer is None:
                 values = q_next
             elif getattr(self.mixer, "needs_actions", False):
                 # QPLEX: the online mixer sees the actions taken and the online greedy values; the
                 # target one the bootstrap actions and the target network's own greedy values.
-                online_best = torch.gather(mac_out.detach(), 3, greedy_actions(mac_out.detach(), avail))
+                if online_greedy is None:
+                    online_greedy = greedy_actions(mac_out.detach(), avail)
+                if target_greedy is None:
+                    target_greedy = greedy_actions(target_out, avail)
+                online_best = torch.gather(mac_out.detach(), 3, online_greedy)
                 mix_kwargs = {"actions": batch["actions_onehot"][:, :-1], "max_qs": online_best[:, :-1, :, 0]}
-                target_best = torch.gather(target_out, 3, greedy_actions(target_out, avail)).squeeze(3)
+                target_best = torch.gather(target_out, 3, target_greedy).squeeze(3)
                 onehot = torch.zeros_like(target_out).scatter_(3, next_actions, 1.0)
                 values = self.target_mixer(q_next, batch["state"], actions=onehot, max_qs=target_best)
             else:
