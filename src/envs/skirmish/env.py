@@ -50,6 +50,8 @@ def _creation(m, name, team):
 
 
 class SkirmishEnv(SmacHelpers, MultiAgentEnv):
+    _clip_reward = False  # reward_only_positive as SMAC v1: |reward|
+
     def __init__(self, **kwargs):
         args = {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS}
         validate_env_args({**args, "common_reward": kwargs.get("common_reward", True)})
@@ -121,6 +123,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             + float((self.hp_max + self.sh_max)[na:].sum())
         )
         self.rng = np.random.default_rng(self._seed)
+        self._preroll, self._clock_start = RESET_LOOPS, (0, 0)  # no HUNT ticks on the v1 maps
         self.battles_won = self.battles_game = self.timeouts = self.force_restarts = 0
         self._episode_count = self._total_steps = self._episode_steps = 0
         self.reward = 0
@@ -226,7 +229,14 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         return np.concatenate([ally[order], pos[na:]])
 
     # --- episode ----------------------------------------------------------------------------
+    def _new_battle(self):
+        """Per-episode set-up before the units appear (v1 maps: only 2m_vs_1z's attack point)."""
+        if self._goal_segment is not None:  # 2m_vs_1z: a point drawn on the segment each episode
+            a, b = np.asarray(self._goal_segment, dtype=np.float64)
+            self._goals[1] = a + (b - a) * self.rng.random()
+
     def reset(self):
+        self._new_battle()
         n = self.n
         self.pos = self._spawn.copy()
         self.hp = self.hp_max.copy()
@@ -241,15 +251,13 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         self._hit_by = np.full(n, -1, dtype=np.int64)
         self._hit_age = np.full(n, 1 << 20, dtype=np.int64)
         self._burst = np.zeros(n, dtype=bool)
-        if self._goal_segment is not None:  # 2m_vs_1z: a point drawn on the segment each episode
-            a, b = np.asarray(self._goal_segment, dtype=np.float64)
-            self._goals[1] = a + (b - a) * self.rng.random()
+        self._clock = np.array([0, *self._clock_start], dtype=np.int64)  # loops, HUNT period, phase
         self.heuristic_targets = [None] * self.n_agents
         self._episode_steps = 0
         self.death_tracker = np.zeros(n, dtype=bool)
         self.last_action = np.zeros((self.n_agents, self.n_actions), dtype=np.float32)
         self.win_counted = self.defeat_counted = False
-        self._simulate(RESET_LOOPS)
+        self._simulate(self._preroll)
         if self._trace:
             self._last_trace = self._trace
         self._trace = [(self.pos.copy(), self.alive.copy())]  # for save_replay
@@ -275,9 +283,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             if not ok.all():
                 bad = int(np.flatnonzero(ok == 0)[0])
                 raise AssertionError(f"Agent {bad} cannot perform action {actions_int[bad]}")
-        if not self.builtin_agents:
-            self._orders(actions_int)
-        self._simulate(self.step_mul)
+        self._act(actions_int)
         self._trace.append((self.pos.copy(), self.alive.copy()))
         self._total_steps += 1
         self._episode_steps += 1
@@ -311,10 +317,20 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
                 info["episode_limit"] = True
         if terminated:
             self._episode_count += 1
+        self._after_step()
         if self.reward_scale:
             reward /= self.max_reward / self.reward_scale_rate
         self.reward = reward
         return reward, terminated, info
+
+    def _act(self, actions):
+        """Orders from the actions, then step_mul game loops."""
+        if not self.builtin_agents:
+            self._orders(actions)
+        self._simulate(self.step_mul)
+
+    def _after_step(self):
+        pass
 
     def _end_code(self, alive_a, alive_e):
         na, ne = alive_a.sum(), alive_e.sum()
@@ -355,13 +371,17 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         self.death_tracker |= newly_dead
         self.prev_hs = hs
         if self.reward_only_positive:
-            return float(abs(d_enemy + d_deaths))
+            # SMAC v1 takes the absolute value (shield regeneration then pays); SMACv2 clips at 0
+            return float(max(d_enemy + d_deaths, 0.0) if self._clip_reward else abs(d_enemy + d_deaths))
         return float(d_enemy + d_deaths - d_ally)
 
     # --- orders and simulation --------------------------------------------------------------
-    def _orders(self, actions):
+    def _orders(self, actions, dropped=None):
+        """Agents' orders from their actions; an agent whose command is `dropped` keeps its order."""
         na = self.n_agents
         alive = self.alive[:na]
+        if dropped is not None:
+            alive = alive & ~dropped
         move = (actions >= 2) & (actions <= 5) & alive
         dirs = np.array([[0, 0], [0, 0], [0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)
         pts = self.pos[:na] + dirs[np.minimum(actions, 5)] * self.move_amount
@@ -369,10 +389,11 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         self.order[:na][stop] = sim.IDLE
         self.order[:na][move] = sim.MOVE
         self.order_point[:na][move] = pts[move]
-        att = (actions >= 6) & alive
+        first = self.n_actions_no_attack  # actions between 6 and first turn a unit (SMACv2's cone)
+        att = (actions >= first) & alive
         heal = att & self.is_medivac[:na]
         attack = att & ~self.is_medivac[:na]
-        tgt = np.where(heal, actions - 6, na + actions - 6)
+        tgt = np.where(heal, actions - first, na + actions - first)
         # a ground-only weapon cannot take an air target: SC2 rejects the order
         ok = attack & ~(
             self.flying[np.clip(tgt, 0, self.n - 1)] & ~self._ints[:na, sim.HITS_AIR].astype(bool)
@@ -401,6 +422,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             self._modes,
             self._goals,
             self._facing,
+            self._clock,
             self.pos,
             self.hp,
             self.sh,

@@ -44,9 +44,11 @@ ARRIVE = 0.5  # enemies stop this close to their attack-move point
 
 # unit order kinds
 IDLE, MOVE, ATTACK, HEAL = 0, 1, 2, 3
-# how the scripted side's units behave when they have no target (the map's trigger order)
-ATTACK_MOVE, ATTACK_GROUP, STATIC = 0, 1, 2
-ENEMY_MODES = {"attack_move": ATTACK_MOVE, "attack_group": ATTACK_GROUP, "static": STATIC}
+# how the scripted side's units behave when they have no target (the map's trigger order).
+# HUNT (SMACv2's map trigger): every clock[1] loops each unit without an order is ordered to
+# attack the nearest living hostile unit, and keeps that target until it dies
+ATTACK_MOVE, ATTACK_GROUP, STATIC, HUNT = 0, 1, 2, 3
+ENEMY_MODES = {"attack_move": ATTACK_MOVE, "attack_group": ATTACK_GROUP, "static": STATIC, "hunt": HUNT}
 
 # columns of the per-unit float table
 RADIUS, SPEED, DMG, HITS, BONUS, ARMOUR, RANGE, COOLDOWN, ACQUIRE, HP_MAX, SH_MAX = range(11)
@@ -152,6 +154,7 @@ def run_loops(
     modes,
     goals,
     facing,
+    clock,
     pos,
     hp,
     sh,
@@ -171,7 +174,8 @@ def run_loops(
     (enemies; agents too when both sides play the built-in behaviour) follow SC2's default unit
     behaviour under their team's map order modes[team] toward goals[team]. facing [2, 2]: the
     direction each team faces the other; equally near targets are told apart by the side they
-    stand on relative to it, which the mirror image of a battle leaves unchanged."""
+    stand on relative to it, which the mirror image of a battle leaves unchanged. clock [3]:
+    loops since the units were created (advanced here), HUNT's tick period and its phase."""
     n = len(hp)
     shooters = np.empty(n, np.int64)
     in_range = np.zeros(n, np.bool_)
@@ -181,6 +185,8 @@ def run_loops(
     push = np.empty((n, 2))
     before = np.empty(n, np.int64)
     for loop in range(n_loops):
+        clock[0] += 1
+        tick = clock[1] > 0 and clock[0] >= clock[1] and (clock[0] - clock[2]) % clock[1] == 0
         # 1. target upkeep (every unit reads the targets as they were at the start of the loop,
         # so the result does not depend on unit order)
         before[:] = target
@@ -217,6 +223,23 @@ def run_loops(
                 continue
             if flt[i, DMG] <= 0.0:
                 continue
+            if mode == HUNT:
+                if t < 0:
+                    order[i] = IDLE
+                elif order[i] == ATTACK:  # an ordered target is kept, in range or not
+                    target[i] = t
+                    continue
+                if tick:  # ordered onto the nearest living hostile; refused if it cannot be hit
+                    best, bj = np.inf, -1
+                    for j in range(n):
+                        if alive[j] and ints[j, TEAM] != team:
+                            d = math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1])
+                            if d < best - 1e-9:
+                                best, bj = d, j
+                    if bj >= 0 and _can_hit(ints, i, bj):
+                        order[i] = ATTACK
+                        target[i] = bj
+                        continue
             if t >= 0:
                 d = math.hypot(pos[t, 0] - pos[i, 0], pos[t, 1] - pos[i, 1])
                 reach = flt[i, RANGE] + flt[i, RADIUS] + flt[t, RADIUS]
