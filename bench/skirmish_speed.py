@@ -2,6 +2,10 @@
 win rates of random play and of a scripted focus-fire policy; one JSON line per map.
 
     OMP_NUM_THREADS=1 python bench/skirmish_speed.py [--maps 3m 2s3z 25m 27m_vs_30m] [--seconds 5]
+    OMP_NUM_THREADS=1 python bench/skirmish_speed.py --maps protoss_5_vs_5 zerg_20_vs_23   # skirmish_v2
+
+A SMACv2 scenario name measures skirmish_v2 with SMACv2's standard settings (one fresh battle per
+episode, resets included in the time).
 """
 
 import argparse
@@ -24,8 +28,18 @@ def random_policy(env, rng):
     return (rng.random(avail.shape) * avail).argmax(axis=1)  # uniform among the available
 
 
+def make(name, seed):
+    from envs.skirmish.distributions import SCENARIOS
+
+    if name in SCENARIOS:
+        from envs.skirmish.v2 import SkirmishV2Env
+
+        return SkirmishV2Env(scenario=name, seed=seed, use_unit_ranges=True, obs_own_pos=True)
+    return SkirmishEnv(map_name=name, seed=seed)
+
+
 def speed(name, seconds):
-    env = SkirmishEnv(map_name=name, seed=0)
+    env = make(name, 0)
     rng = np.random.default_rng(0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -41,7 +55,7 @@ def speed(name, seconds):
 def win_rate(name, policy, episodes):
     from test_skirmish import focus_fire
 
-    env = SkirmishEnv(map_name=name, seed=1)
+    env = make(name, 1)
     rng = np.random.default_rng(0)
     wins = 0
     for _ in range(episodes):

@@ -27,6 +27,18 @@ def _validate_skirmish(env_args):
     validate_env_args(env_args)
 
 
+def _skirmish_v2(**env_args):
+    from envs.skirmish.v2 import SkirmishV2Env
+
+    return SkirmishV2Env(**env_args)
+
+
+def _validate_skirmish_v2(env_args):
+    from envs.skirmish.v2 import validate_env_args
+
+    validate_env_args(env_args)
+
+
 def _gymma(**env_args):
     from envs.gymma_env import GymmaEnv
 
@@ -69,6 +81,7 @@ REGISTRY = Registry(
         "mpe": _pettingzoo,
         "pettingzoo": _pettingzoo,
         "skirmish": _skirmish,
+        "skirmish_v2": _skirmish_v2,
         "sc2": _sc2,
         "gymma": _gymma,
         "vmas": _vmas,
@@ -78,6 +91,7 @@ VALIDATORS = {
     "mpe": _validate_pettingzoo,
     "pettingzoo": _validate_pettingzoo,
     "skirmish": _validate_skirmish,
+    "skirmish_v2": _validate_skirmish_v2,
     "sc2": _validate_sc2,
     "gymma": _validate_gymma,
     "vmas": _validate_vmas,
@@ -88,7 +102,7 @@ VALIDATORS = {
 BATCHED = {"vmas"}
 
 # Envs whose save_replay() writes something (skirmish: an animated GIF; sc2: an SC2 replay).
-SAVES_REPLAYS = {"skirmish", "sc2"}
+SAVES_REPLAYS = {"skirmish", "skirmish_v2", "sc2"}
 
 
 def validate_env_args(env, env_args):

@@ -2,6 +2,7 @@
 
     from envs.skirmish.pettingzoo import parallel_env
     env = parallel_env(map_name="3m")
+    env = parallel_env(scenario="protoss_5_vs_5")   # SMACv2's battles (skirmish_v2)
 
 Observations are {"observation": SMAC's vector, "action_mask": available actions (int8)}; every
 living agent gets the team reward; an agent that dies is terminated and leaves env.agents; the
@@ -19,7 +20,12 @@ class SkirmishParallelEnv(ParallelEnv):
     metadata = {"name": "skirmish_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
 
     def __init__(self, render_mode=None, **kwargs):
-        self.sim = SkirmishEnv(**kwargs)
+        if "scenario" in kwargs or str(kwargs.get("map_name", "")).startswith("10gen_"):
+            from envs.skirmish.v2 import SkirmishV2Env
+
+            self.sim = SkirmishV2Env(**kwargs)
+        else:
+            self.sim = SkirmishEnv(**kwargs)
         self.render_mode = render_mode
         self.possible_agents = [f"agent_{i}" for i in range(self.sim.n_agents)]
         self.agents = []
@@ -51,7 +57,7 @@ class SkirmishParallelEnv(ParallelEnv):
 
     def reset(self, seed=None, options=None):
         if seed is not None:
-            self.sim.rng = np.random.default_rng(seed)
+            self.sim.seed(seed)
         self.sim.reset()
         self.agents = list(self.possible_agents)
         return self._observe(), {a: {} for a in self.agents}

@@ -1,0 +1,809 @@
+"""Skirmish v2: SMACv2's procedurally generated battles on the built-in simulator, with SMACv2's
+interface (StarCraftCapabilityEnvWrapper's constructor keywords, sizes, feature layouts, reward,
+termination, EPO and the conic field of view).
+
+Every reset draws a battle from env_args.capability_config (or a named standard scenario):
+unit types per team, start points (mirrored halves or enemy groups on the diagonals around the
+agents), optional enemy masks and attack/health capabilities. The units, their physics and the
+per-loop resolution are skirmish's (env.py, sim.py). The enemies follow the 32x32_flat map's
+trigger: every half game second each enemy without an order is sent after the nearest living
+agent and keeps that target until it dies.
+
+SMACv2 quirks reproduced on purpose (sim_options names the alternatives): an agent's whole
+enemy block is wiped when it lacks EPO permission for a later enemy (enemy_obs_mode "smacv2";
+"per_row" zeroes only that row, the behaviour SMACv2's published results were produced with),
+max_reward comes from the first episode's enemies, a Medivac's enemy column 0 is its heal flag,
+and the cone test's arithmetic. Unlike SMACv2, every draw comes from env_args.seed.
+"""
+
+import copy
+import math
+
+import numpy as np
+
+from envs.skirmish import distributions as dist
+from envs.skirmish import sim, spawn, terrain
+from envs.skirmish.api import _Units
+from envs.skirmish.args import SIM_DEFAULTS, SMAC_DEFAULTS, WRAPPER_KEYS
+from envs.skirmish.env import ALLY_TYPE_BASE, HYDRALISK_RL_HP, MEDIVAC_RL_SPEED, SkirmishEnv
+from envs.skirmish.maps import LOOPS, UNITS
+from utils.errors import ConfigError
+from utils.registry import unknown_name_message
+from utils.values import coerce
+
+V2_DEFAULTS = dict(
+    capability_config={},
+    use_unit_ranges=False,
+    min_attack_range=2,
+    obs_own_pos=False,
+    conic_fov=False,
+    num_fov_actions=12,
+    prob_obs_enemy=1.0,
+    action_mask=True,
+    obs_starcraft=True,
+    fully_observable=False,
+    kill_unit_step_mul=2,
+)
+SIM_OPTIONS = dict(
+    enemy_obs_mode="smacv2",  # or "per_row"
+    max_reward_mode="first_episode",  # or "expected"
+    hunt_tick_loops=8,  # the map trigger's period (0.5 game seconds)
+    hunt_tick_phase=0,
+    reset_preroll_loops=1,  # SMACv2 observes one loop after creating the units
+    terrain_height_value=0.5,
+)
+FRAMEWORK_KEYS = {"scenario", "sim_options"}
+SIGHT = {
+    "stalker": 10,
+    "zealot": 9,
+    "colossus": 10,
+    "marine": 9,
+    "marauder": 10,
+    "medivac": 11,
+    "zergling": 8,
+    "hydralisk": 9,
+    "baneling": 8,
+}
+# SMACv2's agent order: the map's RL unit names sorted alphabetically
+RL_SORT = {k: i for i, k in enumerate(sorted(SIGHT))}
+SHIELD_MAX = {"stalker": 80.0, "zealot": 50.0, "colossus": 150.0}
+AGENT_START, ENEMY_START = (8.0, 16.0), (24.0, 16.0)  # without start_positions
+
+
+def expand(env_args):
+    """env_args with `scenario` replaced by its map_name and capability_config."""
+    args = copy.deepcopy(plain(env_args))
+    name = args.pop("scenario", None)
+    if name is None:
+        return args
+    if args.get("capability_config"):
+        raise ConfigError(
+            "env_args.scenario and env_args.capability_config exclude each other: set one of them"
+        )
+    overrides, cap = dist.scenario(name)
+    args.update(overrides)
+    args["capability_config"] = cap
+    return args
+
+
+def plain(value):
+    """Sacred's read-only containers as plain dicts and lists."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def validate_env_args(env_args):
+    args = expand(env_args)
+    name = args.get("map_name", "10gen_protoss")
+    if name not in dist.MAP_RACE:
+        raise ConfigError(
+            unknown_name_message(
+                "env_args.map_name for skirmish_v2",
+                name,
+                sorted(dist.MAP_RACE),
+                where="or set env_args.scenario",
+            )
+        )
+    known = {**SMAC_DEFAULTS, **SIM_DEFAULTS, **V2_DEFAULTS}
+    for k in args:
+        if k not in known and k not in WRAPPER_KEYS and k not in FRAMEWORK_KEYS:
+            raise ConfigError(
+                unknown_name_message("env_args key for skirmish_v2", k, sorted(set(known) | FRAMEWORK_KEYS))
+            )
+    for k, v in (args.get("sim_options") or {}).items():
+        if k not in SIM_OPTIONS:
+            raise ConfigError(unknown_name_message("env_args.sim_options key", k, sorted(SIM_OPTIONS)))
+        if k == "enemy_obs_mode" and v not in ("smacv2", "per_row"):
+            raise ConfigError(
+                unknown_name_message("env_args.sim_options.enemy_obs_mode", v, ["smacv2", "per_row"])
+            )
+        if k == "max_reward_mode" and v not in ("first_episode", "expected"):
+            raise ConfigError(
+                unknown_name_message("env_args.sim_options.max_reward_mode", v, ["first_episode", "expected"])
+            )
+    if args.get("obs_instead_of_state"):
+        raise ConfigError("env_args.obs_instead_of_state=True is not supported by SMACv2; set it to False")
+    step_mul = args.get("step_mul", 8)
+    if isinstance(step_mul, bool) or not isinstance(step_mul, int) or step_mul < 1:
+        raise ConfigError(f"env_args.step_mul={step_mul!r} must be a positive integer (game loops per step)")
+    for k, default in {**SMAC_DEFAULTS, **V2_DEFAULTS}.items():
+        if k in args and default is not None and not isinstance(default, dict) and k != "step_mul":
+            coerce(f"env_args.{k}", args[k], default if isinstance(default, (bool, str)) else 0.0)
+    if not 0.0 <= float(args.get("prob_obs_enemy", 1.0)) <= 1.0:
+        raise ConfigError(f"env_args.prob_obs_enemy={args['prob_obs_enemy']!r} must be a probability")
+    if int(args.get("num_fov_actions", 12)) < 1:
+        raise ConfigError(f"env_args.num_fov_actions={args['num_fov_actions']!r} must be positive")
+    cap = args.get("capability_config") or {}
+    if not cap:
+        raise ConfigError(
+            "skirmish_v2 needs env_args.scenario (e.g. protoss_5_vs_5) or env_args.capability_config"
+        )
+    dist.validate(cap, dist.MAP_RACE[name])
+    kill = args.get("kill_unit_step_mul", 2)
+    if "health" in cap and not kill < step_mul:
+        raise ConfigError(f"env_args.kill_unit_step_mul={kill!r} must be less than step_mul={step_mul}")
+    if "health" in cap and not args.get("reward_only_positive", True):
+        raise ConfigError("the health capability needs env_args.reward_only_positive=True (as in SMACv2)")
+    if not args.get("obs_starcraft", True) and not args.get("obs_timestep_number", False):
+        raise ConfigError(
+            "env_args.obs_starcraft=False leaves only the time step: set obs_timestep_number=True"
+        )
+    seed = args.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ConfigError(f"env_args.seed={seed!r} must be a non-negative integer or null")
+    if not args.get("common_reward", True):
+        raise ConfigError("skirmish_v2 gives one team reward (as SMACv2 does): set common_reward=True")
+
+
+class SkirmishV2Env(SkirmishEnv):
+    _clip_reward = True  # SMACv2: reward_only_positive clips at 0
+
+    def __init__(self, **kwargs):
+        validate_env_args(kwargs)
+        args = {k: v for k, v in expand(kwargs).items() if k not in WRAPPER_KEYS}
+        for k, v in {**SMAC_DEFAULTS, **V2_DEFAULTS}.items():
+            setattr(self, "_seed" if k == "seed" else k, args.get(k, v))
+        self.sim_options = {**SIM_OPTIONS, **(args.get("sim_options") or {})}
+        self.attack_jitter = bool(args.get("attack_jitter", SIM_DEFAULTS["attack_jitter"]))
+        self.builtin_agents = bool(args.get("builtin_agents", SIM_DEFAULTS["builtin_agents"]))
+        self._move_amount = self.move_amount
+        if self.obs_all_health:
+            self.obs_own_health = True
+        cap = self.capability_config
+        race = dist.MAP_RACE[self.map_name]
+        self.race = race
+        self.map_type = dist.RACES[race][3]
+        self.episode_limit = 200
+        self.grid = self.pathing_grid = terrain.grid("L2")  # 32x32_flat: every cell pathable
+        self._fields = None
+        self.map_x = self.map_y = self.max_distance_x = self.max_distance_y = 32
+        self.n_agents, self.n_enemies = cap["n_units"], cap["n_enemies"]
+        na, ne = self.n_agents, self.n_enemies
+        self.n = na + ne
+        self.n_fov_actions = self.num_fov_actions if self.conic_fov else 0
+        self.n_actions_no_attack = 6 + self.n_fov_actions
+        self.n_actions_move = 4
+        self.n_obs_pathing, self.n_obs_height = 8, 9
+        self.is_terran = self.map_type == "terran_gen"
+        self.n_actions = self.n_actions_no_attack + (na if self.is_terran and na > ne else ne)
+        self.unit_type_bits = 3
+        self.shield_bits_ally = self.shield_bits_enemy = int(race == "protoss")
+        self.is_mmm = False
+        self.attack_cap, self.health_cap = "attack" in cap, "health" in cap
+        self.capability_attr_names = (
+            (["attack_probability"] if self.attack_cap else [])
+            + (["total_health"] if self.health_cap else [])
+            + [f"type_{i}" for i in range(3)]
+        )
+        self._cap_size = 3 + self.attack_cap + self.health_cap
+        self.team_observe = bool(cap["team_gen"]["observe"])
+        sb = self.shield_bits_ally
+        self.nf_en = 4 + 3 + (1 + sb) * self.obs_all_health
+        self.nf_al = (
+            4 + (1 + sb) * self.obs_all_health + self._cap_size + self.n_actions * self.obs_last_action
+        )
+        self.own_feats = (
+            self._cap_size + (1 + sb) * self.obs_own_health + 2 * self.obs_own_pos + 2 * self.conic_fov
+        )
+        self.move_feats = 4 + 8 * self.obs_pathing_grid + 9 * self.obs_terrain_height
+        if self.obs_starcraft:
+            self.obs_size = self.move_feats + ne * self.nf_en + (na - 1) * self.nf_al + self.own_feats
+        else:
+            self.obs_size = 0
+        self.obs_size += int(self.obs_timestep_number)
+        extra = (1 if self.attack_cap else 0) + (1 if self.health_cap else 0)
+        self.nf_al_s = 4 + sb + 2 * self.conic_fov + extra + 3
+        self.nf_en_s = 3 + sb + 3
+        self.ally_state_attr_names = (
+            ["health", "energy/cooldown", "rel_x", "rel_y"]
+            + ["shield"] * sb
+            + ["fov_x", "fov_y"] * self.conic_fov
+            + self.capability_attr_names
+        )
+        self.enemy_state_attr_names = (
+            ["health", "rel_x", "rel_y"] + ["shield"] * sb + [f"type_{i}" for i in range(3)]
+        )
+        self.team = np.array([0] * na + [1] * ne)
+        self._others = np.array(
+            [[j for j in range(na) if j != i] for i in range(na)], dtype=np.int64
+        ).reshape(na, na - 1)
+        self._probe_dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)[None]
+        self._modes = np.array([sim.HUNT, sim.HUNT], dtype=np.int64)
+        self._goals = np.full((2, 2), 16.0)
+        self._goal_segment = None
+        self._preroll = int(self.sim_options["reset_preroll_loops"])
+        self._seed_streams(self._seed)
+        self.max_reward = None
+        self.battles_won = self.battles_game = self.timeouts = self.force_restarts = 0
+        self._episode_count = self._total_steps = self._episode_steps = 0
+        self.reward = 0
+        self.last_action = np.zeros((na, self.n_actions), dtype=np.float32)
+        self._trace, self._last_trace = [], []
+        self.agents, self.enemies = _Units(self, 0, na), _Units(self, na, ne)
+        self._episode_config = None
+        self.reset()
+
+    # --- seeding and scenarios ----------------------------------------------------------------
+    def _seed_streams(self, seed):
+        """Four streams from one seed: scenarios, engine (jitter), observations (EPO), attack draws."""
+        root = np.random.SeedSequence(seed)
+        self.sim_seed = root.entropy
+        scen, engine, obs, attack = (np.random.default_rng(s) for s in root.spawn(4))
+        self.sampler = dist.ScenarioSampler(self.capability_config, scen)
+        self.rng, self._obs_rng, self._attack_rng = engine, obs, attack
+
+    def seed(self, seed=None):
+        if seed is not None:
+            self._seed = seed
+            self._seed_streams(seed)
+        return self._seed
+
+    def reset(self, episode_config=None):
+        """A new battle: drawn from the capability config, or the given episode_config (as
+        SMACv2's inner env takes it)."""
+        self._episode_config = episode_config if episode_config is not None else self.sampler.sample()
+        return super().reset()
+
+    def _new_battle(self):
+        cfg = self._episode_config
+        ally_team, enemy_team = list(cfg["team_gen"]["ally_team"]), list(cfg["team_gen"]["enemy_team"])
+        na, ne = self.n_agents, self.n_enemies
+        if len(ally_team) != na or len(enemy_team) != ne:
+            raise ValueError(
+                f"episode_config teams of {len(ally_team)} and {len(enemy_team)}, expected {na} and {ne}"
+            )
+        if "ally_start_positions" in cfg:
+            a_pts = np.asarray(cfg["ally_start_positions"]["item"], dtype=np.float64)
+            e_pts = np.asarray(cfg["enemy_start_positions"]["item"], dtype=np.float64)
+        else:
+            a_pts, e_pts = np.tile(AGENT_START, (na, 1)), np.tile(ENEMY_START, (ne, 1))
+        centre = [a_pts.mean(0), e_pts.mean(0)]
+        self._facing = np.zeros((2, 2))
+        units = []
+        for team, (kinds, pts) in enumerate(((ally_team, a_pts), (enemy_team, e_pts))):
+            dx, dy = centre[1 - team] - centre[team]
+            facing = math.atan2(dy, dx) if abs(dx) + abs(dy) > 1e-9 else (0.0 if team == 0 else math.pi)
+            self._facing[team] = math.cos(facing), math.sin(facing)
+            for k, p in zip(kinds, pts, strict=True):
+                r = UNITS[k]["radius"]
+                cls = 2 if UNITS[k]["flying"] else (1 if k == "colossus" else 0)
+                point = np.clip(p, r, 32.0 - r)
+                units.append((r, cls, bool(UNITS[k]["flying"]), point, facing))
+        pos = spawn.pack(units, self.grid)
+        # agents sorted as SMACv2 sorts them: RL unit name, then x, then y
+        order = np.lexsort((pos[:na, 1], pos[:na, 0], [RL_SORT[k] for k in ally_team]))
+        self.kinds = [ally_team[i] for i in order] + enemy_team
+        self._spawn = np.concatenate([pos[:na][order], pos[na:]])
+        self._ally_perm = order  # created index of each agent, for per-agent capability items
+        self._build_units()
+        for key in ("attack", "health"):
+            item = cfg.get(key, {}).get("item") if getattr(self, f"{key}_cap") else None
+            value = np.zeros(na) if item is None else np.asarray(item, dtype=np.float64)[:, 0][order]
+            setattr(self, f"_{key}_level", value)
+        mask = cfg.get("enemy_mask", {}).get("item") if "enemy_mask" in self.capability_config else None
+        self._enemy_mask = None if mask is None else np.asarray(mask)[order].astype(bool)
+        self.obs_enemies = np.zeros((ne, na), dtype=np.int64)
+        self.enemy_tags = np.full(ne, -1, dtype=np.int64)
+        self.fov_directions = np.tile([1.0, 0.0], (na, 1))
+        self._clock_start = (
+            int(self.sim_options["hunt_tick_loops"]),
+            int(self.sim_options["hunt_tick_phase"]),
+        )
+        if self.max_reward is None:
+            hs = {k: UNITS[k]["hp"] + UNITS[k]["sh"] for k in SIGHT}
+            if self.sim_options["max_reward_mode"] == "expected":
+                total = dist.expected_enemy_hs(self.capability_config, hs)
+            else:
+                total = float((self.hp_max + self.sh_max)[na:].sum())
+            self.max_reward = ne * self.reward_death_value + self.reward_win + total
+
+    def _build_units(self):
+        """Per-unit tables for this battle's units (agents sorted, then enemies in creation order)."""
+        na = self.n_agents
+        kinds = self.kinds
+        col = lambda key: np.array([UNITS[k][key] for k in kinds], dtype=np.float64)  # noqa: E731
+        self.hp_max, self.sh_max, self.armour = col("hp"), col("sh"), col("armour")
+        speed = col("speed")
+        ally_kinds = np.array(kinds[:na])
+        self.hp_max[:na][ally_kinds == "hydralisk"] = HYDRALISK_RL_HP
+        self.is_medivac = np.array([k == "medivac" for k in kinds])
+        self.is_colossus = np.array([k == "colossus" for k in kinds])
+        self.is_baneling = np.array([k == "baneling" for k in kinds])
+        speed[:na][self.is_medivac[:na]] = MEDIVAC_RL_SPEED
+        self.radius, self.speed = col("radius"), speed / LOOPS
+        self.flying = col("flying") > 0
+        self.max_cd = col("max_cd")
+        bits = dist.TYPE_BITS[self.map_type]
+        self.ally_type = np.array([bits.index(k) for k in kinds[:na]])
+        self.enemy_type = np.array([bits.index(k) for k in kinds[na:]])
+        self.unit_types = np.array(
+            [ALLY_TYPE_BASE + RL_SORT[k] for k in kinds[:na]] + [UNITS[k]["sc2"] for k in kinds[na:]],
+            dtype=np.int64,
+        )
+        for kind in SIGHT:
+            setattr(self, f"{kind}_id", ALLY_TYPE_BASE + RL_SORT[kind])
+        self._min_unit_type = ALLY_TYPE_BASE
+        if self.use_unit_ranges:
+            self.sight = np.array([SIGHT[k] for k in kinds[:na]], dtype=np.float64)
+            self.shoot = np.array(
+                [max(UNITS[k]["range"], self.min_attack_range) for k in kinds[:na]], dtype=np.float64
+            )
+        else:
+            self.sight, self.shoot = np.full(na, 9.0), np.full(na, 6.0)
+        self._flt, self._ints = self._unit_tables(col)
+        self._ally_onehot, self._enemy_onehot = np.eye(3)[self.ally_type], np.eye(3)[self.enemy_type]
+
+    # --- steps --------------------------------------------------------------------------------
+    def _act(self, actions):
+        na, first = self.n_agents, self.n_actions_no_attack
+        alive = self.alive[:na]
+        if self.conic_fov:
+            turn = alive & (actions >= 6) & (actions < first)
+            angle = 2 * math.pi * (actions[turn] - 6) / self.n_fov_actions
+            self.fov_directions[turn] = np.stack([np.cos(angle), np.sin(angle)], -1)
+        att = alive & (actions >= first)
+        slot = np.clip(actions - first, 0, self.n_actions - first - 1)
+        in_range = self._target_flags(True)[np.arange(na), slot]
+        dropped = att & ~in_range  # out of reach: only possible without the action mask
+        if self.attack_cap:
+            dropped |= att & (self._attack_rng.uniform(size=na) > self._attack_level)
+        if not self.builtin_agents:
+            self._orders(actions, dropped)
+        if self.health_cap:
+            kill = int(self.kill_unit_step_mul)
+            self._simulate(self.step_mul - kill)
+            dead = self.alive[:na] & (self.hp[:na] / self.hp_max[:na] < self._health_level)
+            idx = np.flatnonzero(dead)
+            self.alive[idx], self.hp[idx], self.sh[idx], self.target[idx] = False, 0.0, 0.0, -1
+            self._simulate(kill)
+        else:
+            self._simulate(self.step_mul)
+
+    def _after_step(self):
+        """EPO bookkeeping: tags held by dead agents and tags on dead enemies are released."""
+        na = self.n_agents
+        dead_a = ~self.alive[:na]
+        held = (self.enemy_tags >= 0) & dead_a[np.maximum(self.enemy_tags, 0)]
+        self.obs_enemies[held] = 0
+        self.enemy_tags[held] = -1
+        self.obs_enemies[:, dead_a] = 0
+        dead_e = ~self.alive[na:]
+        self.enemy_tags[dead_e] = -1
+        self.obs_enemies[dead_e] = 0
+
+    def _end_code(self, alive_a, alive_e):
+        if self.is_terran:
+            med_a, med_e = self.is_medivac[: self.n_agents], self.is_medivac[self.n_agents :]
+            if not (alive_a & ~med_a).any():
+                return -1
+            if not (alive_e & ~med_e).any():
+                return 1
+            return None
+        na, ne = alive_a.sum(), alive_e.sum()
+        if na == 0 and ne > 0:
+            return -1
+        if na > 0 and ne == 0:
+            return 1
+        if na == 0 and ne == 0:
+            return 0
+        return None
+
+    def only_medivac_left(self, ally):
+        """SMACv2's terran rule: a side with no living unit other than Medivacs has lost."""
+        if not self.is_terran:
+            return False
+        sel = slice(0, self.n_agents) if ally else slice(self.n_agents, self.n)
+        return not (self.alive[sel] & ~self.is_medivac[sel]).any()
+
+    # --- availability -------------------------------------------------------------------------
+    def _target_flags(self, in_range_only):
+        """[n_agents, n_actions - first] whether each target slot may be chosen: the living target
+        (enemy j; agent j for a Medivac, never another Medivac) within shoot range or cone, or
+        any living target when in_range_only is False."""
+        key = ("targets", in_range_only)
+        if self._cache_ok(key):
+            return self._cache[key]
+        na, ne = self.n_agents, self.n_enemies
+        slots = self.n_actions - self.n_actions_no_attack
+        flags = np.zeros((na, slots), dtype=bool)
+        k = min(slots, ne)
+        ok = np.broadcast_to(self.alive[na : na + k], (na, k))
+        if in_range_only:
+            ok = ok & self._within(slice(na, na + k), self.shoot)
+        flags[:, :k] = ok
+        med = self.is_medivac[:na]
+        if self.is_terran and med.any():
+            k = min(slots, na)
+            ok = np.broadcast_to(self.alive[:k] & ~med[:k], (na, k))
+            if in_range_only:
+                ok = ok & self._within(slice(0, k), self.shoot)
+            flags[med] = False
+            flags[np.ix_(med, np.arange(k))] = ok[med]
+        self._store(key, flags)
+        return flags
+
+    def _geometry(self):
+        """(rel [n_agents, n, 2], dist [n_agents, n]) from each agent to every unit, once per step."""
+        if self._cache_ok("geometry"):
+            return self._cache["geometry"]
+        rel = self.pos[None, :, :] - self.pos[: self.n_agents, None, :]
+        geo = rel, np.sqrt((rel**2).sum(-1))
+        self._store("geometry", geo)
+        return geo
+
+    def _within(self, units, radius, strict=False):
+        """[n_agents, len(units)]: each unit closer than radius[i] to agent i (centre distance;
+        strictly for sight, as SMACv2), or in agent i's cone."""
+        if self.conic_fov:
+            return dist.is_position_in_cone(
+                self.pos[: self.n_agents, None, :],
+                self.fov_directions[:, None, :],
+                self.pos[units][None, :, :],
+                radius[:, None],
+                self.n_fov_actions,
+            )
+        d = self._geometry()[1][:, units]
+        return d < radius[:, None] if strict else d <= radius[:, None]
+
+    def _avail(self, masked=None):
+        masked = self.action_mask if masked is None else masked
+        key = ("avail", bool(masked))
+        if self._cache_ok(key):
+            return self._cache[key]
+        na, first = self.n_agents, self.n_actions_no_attack
+        avail = np.zeros((na, self.n_actions), dtype=np.int64)
+        p = self.pos[:na]
+        probes = (p[:, None, :] + self._probe_dirs * (self.move_amount / 2)).astype(np.int64)
+        inside = ((probes >= 0) & (probes < 32)).all(-1)
+        probes = np.clip(probes, 0, 31)
+        avail[:, 2:6] = inside & self.grid[probes[..., 0], probes[..., 1]]
+        avail[:, 1] = 1
+        avail[:, 6:first] = 1
+        avail[:, first:] = self._target_flags(bool(masked))
+        alive = self.alive[:na]
+        avail[~alive] = 0
+        avail[~alive, 0] = 1
+        self._store(key, avail)
+        return avail
+
+    def get_true_avail_agent_actions(self, agent_id):
+        return self._avail(True)[agent_id].tolist()
+
+    def get_can_shoot(self, agent_id, unit_index):
+        """Whether agent_id can fire at enemy unit_index now (shoot range, or cone)."""
+        p = self.pos[agent_id][None]
+        q = self.pos[self.n_agents + unit_index][None]
+        return bool(self._reach_one(agent_id, p, q, self.shoot[agent_id]))
+
+    def _reach_one(self, i, p, q, radius):
+        if self.conic_fov:
+            return dist.is_position_in_cone(p[0], self.fov_directions[i], q[0], radius, self.n_fov_actions)
+        return math.hypot(*(q[0] - p[0])) <= radius
+
+    def is_position_in_cone(self, agent_id, pos, range="sight_range"):
+        radius = self.sight[agent_id] if range == "sight_range" else self.shoot[agent_id]
+        return bool(
+            dist.is_position_in_cone(
+                self.pos[agent_id],
+                self.fov_directions[agent_id],
+                np.asarray(pos, float),
+                radius,
+                self.num_fov_actions,
+            )
+        )
+
+    # --- observations -------------------------------------------------------------------------
+    def _seen(self, units):
+        """[n_agents, len(units)] geometric visibility: closer than the observer's sight, or in its cone."""
+        return self._within(units, self.sight, strict=True)
+
+    def _epo(self, seen):
+        """EPO tagging, as SMACv2 does it while it builds the observations of the agents one by one
+        in a random order: the first agent in that order that sees an untagged enemy tags it and
+        may see it; each other agent may too, with probability prob_obs_enemy, but only from its
+        turn on. Returns [n_agents, n_enemies]: the enemy rows each agent's observation keeps."""
+        na, ne = self.n_agents, self.n_enemies
+        rank = np.empty(na, dtype=np.int64)
+        rank[self._obs_rng.permutation(na)] = np.arange(na)
+        allowed = self.obs_enemies.T.astype(bool)  # [na, ne] before this observation
+        alive = self.alive[:na]
+        new = np.flatnonzero((self.enemy_tags < 0) & (seen & alive[:, None]).any(0))
+        if len(new):
+            seers = seen[:, new] & alive[:, None]
+            first = np.where(seers, rank[:, None], na).min(0)  # the holder's turn, per new enemy
+            holder = np.argmax(seers & (rank[:, None] == first), axis=0)
+            grant = self._obs_rng.uniform(size=(len(new), na)) < self.prob_obs_enemy
+            grant[np.arange(len(new)), holder] = True
+            self.enemy_tags[new] = holder
+            self.obs_enemies[new] |= grant
+            allowed[:, new] = grant.T & (rank[:, None] >= first[None, :])
+        if self.sim_options["enemy_obs_mode"] == "per_row" or allowed.all():
+            return allowed
+        # SMACv2 wipes every row up to the last enemy an agent may not see
+        last = np.where(~allowed, np.arange(ne)[None, :], -1).max(1)
+        return allowed & (np.arange(ne)[None, :] > last[:, None])
+
+    def _health_obs(self, idx):
+        """health / health_max, rescaled above the death threshold with the health capability."""
+        h = self.hp[idx] / self.hp_max[idx]
+        if self.health_cap:
+            lvl = self._health_level[idx]
+            h = np.where(self.alive[idx], (h - lvl) / (1 - lvl), 0.0)
+        return h
+
+    def get_obs(self):
+        if self._cache_ok("obs"):
+            return list(self._cache["obs"])
+        na, ne = self.n_agents, self.n_enemies
+        alive_a = self.alive[:na]
+        tstep = np.full((na, 1), self._episode_steps / self.episode_limit, np.float32)
+        if not self.obs_starcraft:
+            self._store("obs", tstep)
+            return list(tstep)
+        rel, d = self._geometry()
+        s = self.sight[:, None]
+        obs = np.zeros((na, self.obs_size), np.float32)
+        obs[:, : self.move_feats] = self._move_obs()
+        # enemies
+        seen = self._seen(slice(na, self.n))
+        if self.fully_observable:
+            seen = seen | self.alive[na:][None, :]
+        seen &= alive_a[:, None]
+        keep = self._epo(seen) & seen & self.alive[na:][None, :]
+        en = np.zeros((na, ne, self.nf_en))
+        true = self._target_flags(True)
+        k = min(true.shape[1], ne)
+        en[:, :k, 0] = true[:, :k]
+        en[..., 1] = d[:, na:] / s
+        en[..., 2:4] = rel[:, na:] / s[..., None]
+        c = 4
+        if self.obs_all_health:
+            en[..., c] = (self.hp[na:] / self.hp_max[na:])[None, :]
+            c += 1
+            if self.shield_bits_enemy:
+                en[..., c] = (self.sh[na:] / self.sh_max[na:])[None, :]
+                c += 1
+        en[..., c:] = self._enemy_onehot[None]
+        if self._enemy_mask is not None:  # masked enemies show no health, shield or type
+            en[..., 4:] *= ~self._enemy_mask[..., None]
+        en *= keep[..., None]
+        first = self.move_feats
+        obs[:, first : first + ne * self.nf_en] = en.reshape(na, -1)
+        # allies
+        o = self._others
+        al = np.zeros((na, na - 1, self.nf_al))
+        vis = np.take_along_axis(self._seen(slice(0, na)), o, 1) | self.fully_observable
+        vis &= alive_a[o] & alive_a[:, None]
+        al[..., 0] = 1.0
+        al[..., 1] = np.take_along_axis(d[:, :na], o, 1) / s
+        al[..., 2:4] = np.take_along_axis(rel[:, :na], o[..., None], 1) / s[..., None]
+        c = 4
+        health = self._health_obs(slice(0, na))
+        if self.obs_all_health:
+            al[..., c] = health[o] * (not self.health_cap or self.capability_config["health"]["observe"])
+            c += 1
+            if self.shield_bits_ally:
+                al[..., c] = (self.sh[:na] / self.sh_max[:na])[o]
+                c += 1
+        for key in ("attack", "health"):
+            if getattr(self, f"{key}_cap"):
+                al[..., c] = getattr(self, f"_{key}_level")[o] * self.capability_config[key]["observe"]
+                c += 1
+        al[..., c : c + 3] = self._ally_onehot[o] * self.team_observe
+        if self.obs_last_action:
+            al[..., c + 3 :] = self.last_action[o]
+        al *= vis[..., None]
+        first += ne * self.nf_en
+        obs[:, first : first + (na - 1) * self.nf_al] = al.reshape(na, -1)
+        # own
+        c = first + (na - 1) * self.nf_al
+        if self.obs_own_health:
+            obs[:, c] = health
+            c += 1
+            if self.shield_bits_ally:
+                obs[:, c] = self.sh[:na] / self.sh_max[:na]
+                c += 1
+        for key in ("attack", "health"):
+            if getattr(self, f"{key}_cap"):
+                obs[:, c] = getattr(self, f"_{key}_level")
+                c += 1
+        if self.obs_own_pos:
+            obs[:, c : c + 2] = self.pos[:na] / np.array([self.map_x, self.map_y])
+            c += 2
+        if self.conic_fov:
+            obs[:, c : c + 2] = self.fov_directions
+            c += 2
+        obs[:, c : c + 3] = self._ally_onehot
+        obs[~alive_a] = 0.0
+        if self.obs_timestep_number:
+            obs[:, -1] = tstep[:, 0]
+        self._store("obs", obs)
+        return list(obs)
+
+    def _move_obs(self):
+        na = self.n_agents
+        parts = [self._avail()[:, 2:6].astype(np.float32)]
+        if self.obs_pathing_grid or self.obs_terrain_height:
+            x = self.pos[:na, 0].astype(np.int64)[:, None]
+            y = self.pos[:na, 1].astype(np.int64)[:, None]
+            m = int(self._move_amount)
+            dx = np.array([0, 0, 2 * m, -2 * m, m, -m, m, -m, 0])
+            dy = np.array([2 * m, -2 * m, 0, 0, m, -m, -m, m, 0])
+            px, py = x + dx, y + dy
+            inside = (px >= 0) & (px < 32) & (py >= 0) & (py < 32)
+            if self.obs_pathing_grid:  # the flat map is pathable everywhere; outside counts as 1
+                parts.append(np.ones((na, 8)))
+            if self.obs_terrain_height:
+                parts.append(np.where(inside, self.sim_options["terrain_height_value"], 1.0))
+        return np.concatenate(parts, -1)
+
+    def get_obs_agent(self, agent_id, fully_observable=False):
+        return self.get_obs()[agent_id]
+
+    def _unit_state(self):
+        na = self.n_agents
+        a_cols = [
+            self._health_obs(np.arange(na)),
+            np.where(
+                self.is_medivac[:na],
+                self.energy[:na] / 200.0,
+                np.maximum(self.cooldown[:na], 0.0) / self.max_cd[:na],
+            ),
+            (self.pos[:na, 0] - 16.0) / self.max_distance_x,
+            (self.pos[:na, 1] - 16.0) / self.max_distance_y,
+        ]
+        if self.shield_bits_ally:
+            a_cols.append(self.sh[:na] / self.sh_max[:na])
+        for key in ("attack", "health"):
+            if getattr(self, f"{key}_cap"):
+                a_cols.append(getattr(self, f"_{key}_level"))
+        if self.conic_fov:
+            a_cols += [self.fov_directions[:, 0], self.fov_directions[:, 1]]
+        allies = np.concatenate([np.stack(a_cols, -1), self._ally_onehot], -1)
+        allies[~self.alive[:na]] = 0
+        e_cols = [
+            self.hp[na:] / self.hp_max[na:],
+            (self.pos[na:, 0] - 16.0) / self.max_distance_x,
+            (self.pos[na:, 1] - 16.0) / self.max_distance_y,
+        ]
+        if self.shield_bits_enemy:
+            e_cols.append(self.sh[na:] / self.sh_max[na:])
+        enemies = np.concatenate([np.stack(e_cols, -1), self._enemy_onehot], -1)
+        enemies[~self.alive[na:]] = 0
+        return allies, enemies
+
+    def get_obs_size(self):
+        return self.obs_size
+
+    def get_state_size(self):
+        size = self.n_agents * self.nf_al_s + self.n_enemies * self.nf_en_s
+        size += self.n_agents * self.n_actions * self.state_last_action
+        return size + int(self.state_timestep_number)
+
+    def get_obs_move_feats_size(self):
+        return self.move_feats
+
+    def get_obs_ally_capability_size(self):
+        return self._cap_size
+
+    def get_cap_size(self):
+        return self._cap_size
+
+    def get_capabilities_agent(self, agent_id):
+        parts = []
+        if self.attack_cap:
+            parts.append([self._attack_level[agent_id]])
+        if self.health_cap:
+            parts.append([self._health_level[agent_id]])
+        parts.append(np.eye(3)[self.ally_type[agent_id]])
+        return np.concatenate(parts).astype(np.float32)
+
+    def get_capabilities(self):
+        return np.concatenate([self.get_capabilities_agent(i) for i in range(self.n_agents)])
+
+    def get_obs_feature_names(self):
+        names = [f"move_{d}" for d in "nsew"]
+        for j in range(self.n_enemies):
+            names += [f"enemy_{j}_{f}" for f in self._enemy_obs_names()]
+        for j in range(self.n_agents - 1):
+            names += [f"ally_{j}_{f}" for f in self._ally_obs_names()]
+        names += [f"own_{f}" for f in self._own_obs_names()]
+        if self.obs_timestep_number:
+            names.append("timestep")
+        return names
+
+    def _enemy_obs_names(self):
+        health = ["health"] + ["shield"] * self.shield_bits_enemy if self.obs_all_health else []
+        return ["shootable", "distance", "rel_x", "rel_y"] + health + [f"type_{i}" for i in range(3)]
+
+    def _ally_obs_names(self):
+        health = ["health"] + ["shield"] * self.shield_bits_ally if self.obs_all_health else []
+        last = [f"last_action_{a}" for a in range(self.n_actions)] * self.obs_last_action
+        return ["visible", "distance", "rel_x", "rel_y"] + health + self.capability_attr_names + last
+
+    def _own_obs_names(self):
+        health = ["health"] + ["shield"] * self.shield_bits_ally if self.obs_own_health else []
+        cap = self.capability_attr_names[:-3]
+        return (
+            health
+            + cap
+            + ["own_x", "own_y"] * self.obs_own_pos
+            + ["fov_x", "fov_y"] * self.conic_fov
+            + [f"type_{i}" for i in range(3)]
+        )
+
+    def get_state_feature_names(self):
+        names = [f"ally_{i}_{f}" for i in range(self.n_agents) for f in self.ally_state_attr_names]
+        names += [f"enemy_{j}_{f}" for j in range(self.n_enemies) for f in self.enemy_state_attr_names]
+        if self.state_last_action:
+            names += [
+                f"ally_{i}_last_action_{a}" for i in range(self.n_agents) for a in range(self.n_actions)
+            ]
+        if self.state_timestep_number:
+            names.append("timestep")
+        return names
+
+    def get_visibility_matrix(self):
+        """Who sees whom by distance alone (no cone, no EPO), with each agent's own sight range."""
+        na = self.n_agents
+        d = np.sqrt(((self.pos[None, :, :] - self.pos[:na, None, :]) ** 2).sum(-1))
+        vis = (d < self.sight[:, None]) & self.alive[None, :] & self.alive[:na, None]
+        vis[np.arange(na), np.arange(na)] = False
+        return vis
+
+    def unit_shoot_range(self, agent_id):
+        return float(self.shoot[agent_id])
+
+    def unit_sight_range(self, agent_id):
+        return float(self.sight[agent_id])
+
+    def unit_max_shield(self, unit):
+        for kind, value in SHIELD_MAX.items():
+            if unit.unit_type in (UNITS[kind]["sc2"], getattr(self, f"{kind}_id")):
+                return value
+        return None
+
+    def get_env_info(self):
+        info = {
+            "state_shape": self.get_state_size(),
+            "obs_shape": self.obs_size,
+            "cap_shape": self._cap_size,
+            "n_actions": self.n_actions,
+            "n_agents": self.n_agents,
+            "n_enemies": self.n_enemies,
+            "episode_limit": self.episode_limit,
+            "agent_features": self.ally_state_attr_names,
+            "enemy_features": self.enemy_state_attr_names,
+        }
+        if self.obs_starcraft and not self.obs_timestep_number:
+            info["obs_entities"] = [
+                {"name": "move", "count": 1, "dim": self.move_feats},
+                {"name": "enemies", "count": self.n_enemies, "dim": self.nf_en},
+                {"name": "allies", "count": self.n_agents - 1, "dim": self.nf_al},
+                {"name": "own", "count": 1, "dim": self.own_feats},
+            ]
+            info["action_entities"] = {"group": "enemies", "first_action": self.n_actions_no_attack}
+        return info
