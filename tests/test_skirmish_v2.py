@@ -64,6 +64,50 @@ def test_env_info_of_the_standard_scenarios(race, size):
         assert info[k] == v, (k, info[k], v)
 
 
+# (obs_shape, state_shape, n_actions) printed by SMACv2's own StarCraftCapabilityEnvWrapper (HEAD
+# 577ab5a, built from its sc2_gen_<race>.yaml with pysc2 stubbed out; no StarCraft II is needed for
+# the sizes), standard settings and with conic_fov=True
+SMACV2_SIZES = {
+    "protoss_5_vs_5": (92, 130, 11),
+    "protoss_5_vs_5/conic": (94, 200, 23),
+    "protoss_10_vs_10": (182, 310, 16),
+    "protoss_10_vs_10/conic": (184, 450, 28),
+    "protoss_20_vs_20": (362, 820, 26),
+    "protoss_20_vs_20/conic": (364, 1100, 38),
+    "protoss_10_vs_11": (191, 327, 17),
+    "protoss_10_vs_11/conic": (193, 467, 29),
+    "protoss_20_vs_23": (389, 901, 29),
+    "protoss_20_vs_23/conic": (391, 1181, 41),
+    "terran_5_vs_5": (82, 120, 11),
+    "terran_5_vs_5/conic": (84, 190, 23),
+    "terran_10_vs_10": (162, 290, 16),
+    "terran_10_vs_10/conic": (164, 430, 28),
+    "terran_20_vs_20": (322, 780, 26),
+    "terran_20_vs_20/conic": (324, 1060, 38),
+    "terran_10_vs_11": (170, 306, 17),
+    "terran_10_vs_11/conic": (172, 446, 29),
+    "terran_20_vs_23": (346, 858, 29),
+    "terran_20_vs_23/conic": (348, 1138, 41),
+    "zerg_5_vs_5": (82, 120, 11),
+    "zerg_5_vs_5/conic": (84, 190, 23),
+    "zerg_10_vs_10": (162, 290, 16),
+    "zerg_10_vs_10/conic": (164, 430, 28),
+    "zerg_20_vs_20": (322, 780, 26),
+    "zerg_20_vs_20/conic": (324, 1060, 38),
+    "zerg_10_vs_11": (170, 306, 17),
+    "zerg_10_vs_11/conic": (172, 446, 29),
+    "zerg_20_vs_23": (346, 858, 29),
+    "zerg_20_vs_23/conic": (348, 1138, 41),
+}
+
+
+@pytest.mark.parametrize("key", list(SMACV2_SIZES))
+def test_sizes_equal_those_smacv2_itself_reports(key):
+    scenario, _, variant = key.partition("/")
+    info = make(scenario, conic_fov=variant == "conic").get_env_info()
+    assert (info["obs_shape"], info["state_shape"], info["n_actions"]) == SMACV2_SIZES[key]
+
+
 @pytest.mark.parametrize(
     "variant",
     [
@@ -689,6 +733,8 @@ def test_conic_field_of_view_follows_smacv2_arithmetic():
         ("qmix", "protoss_5_vs_5", []),
         ("differ_qmix", "terran_10_vs_11", ["runner=parallel", "batch_size_run=2"]),
         ("qmix", "zerg_20_vs_23_epo", ["env_args.sim_options.enemy_obs_mode=per_row"]),
+        ("differ_qmix_transformer", "protoss_5_vs_5", ["transformer_n_layers=1"]),
+        ("mappo", "zerg_5_vs_5", ["runner=parallel", "batch_size_run=2"]),
     ],
 )
 def test_training_runs_on_skirmish_v2(tmp_path, config, scenario, extra):

@@ -75,6 +75,18 @@ def _validate_sc2(env_args):
     validate_env_args(env_args)
 
 
+def _sc2v2(**env_args):
+    from envs.smacv2_env import SMACv2Env
+
+    return SMACv2Env(**env_args)
+
+
+def _validate_sc2v2(env_args):
+    from envs.smacv2_env import validate_env_args
+
+    validate_env_args(env_args)
+
+
 REGISTRY = Registry(
     "env",
     {
@@ -83,6 +95,7 @@ REGISTRY = Registry(
         "skirmish": _skirmish,
         "skirmish_v2": _skirmish_v2,
         "sc2": _sc2,
+        "sc2v2": _sc2v2,
         "gymma": _gymma,
         "vmas": _vmas,
     },
@@ -93,6 +106,7 @@ VALIDATORS = {
     "skirmish": _validate_skirmish,
     "skirmish_v2": _validate_skirmish_v2,
     "sc2": _validate_sc2,
+    "sc2v2": _validate_sc2v2,
     "gymma": _validate_gymma,
     "vmas": _validate_vmas,
 }
@@ -102,7 +116,7 @@ VALIDATORS = {
 BATCHED = {"vmas"}
 
 # Envs whose save_replay() writes something (skirmish: an animated GIF; sc2: an SC2 replay).
-SAVES_REPLAYS = {"skirmish", "skirmish_v2", "sc2"}
+SAVES_REPLAYS = {"skirmish", "skirmish_v2", "sc2", "sc2v2"}
 
 
 def validate_env_args(env, env_args):

@@ -18,6 +18,7 @@ and the cone test's arithmetic. Unlike SMACv2, every draw comes from env_args.se
 
 import copy
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -88,7 +89,7 @@ def expand(env_args):
 
 def plain(value):
     """Sacred's read-only containers as plain dicts and lists."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
