@@ -231,6 +231,7 @@ class SkirmishV2Env(SkirmishEnv):
         self._others = np.array(
             [[j for j in range(na) if j != i] for i in range(na)], dtype=np.int64
         ).reshape(na, na - 1)
+        self._rows = np.arange(na)[:, None]
         self._probe_dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)[None]
         self._modes = np.array([sim.HUNT, sim.HUNT], dtype=np.int64)
         self._goals = np.full((2, 2), 16.0)
@@ -479,7 +480,7 @@ class SkirmishV2Env(SkirmishEnv):
         p = self.pos[:na]
         probes = (p[:, None, :] + self._probe_dirs * (self.move_amount / 2)).astype(np.int64)
         inside = ((probes >= 0) & (probes < 32)).all(-1)
-        probes = np.clip(probes, 0, 31)
+        probes = np.minimum(np.maximum(probes, 0), 31)
         avail[:, 2:6] = inside & self.grid[probes[..., 0], probes[..., 1]]
         avail[:, 1] = 1
         avail[:, 6:first] = 1
@@ -596,11 +597,12 @@ class SkirmishV2Env(SkirmishEnv):
         # allies
         o = self._others
         al = np.zeros((na, na - 1, self.nf_al))
-        vis = np.take_along_axis(self._seen(slice(0, na)), o, 1) | self.fully_observable
+        rows = self._rows
+        vis = self._seen(slice(0, na))[rows, o] | self.fully_observable
         vis &= alive_a[o] & alive_a[:, None]
         al[..., 0] = 1.0
-        al[..., 1] = np.take_along_axis(d[:, :na], o, 1) / s
-        al[..., 2:4] = np.take_along_axis(rel[:, :na], o[..., None], 1) / s[..., None]
+        al[..., 1] = d[rows, o] / s
+        al[..., 2:4] = rel[rows, o] / s[..., None]
         c = 4
         health = self._health_obs(slice(0, na))
         if self.obs_all_health:
