@@ -266,3 +266,14 @@ def test_save_replay_writes_a_gif_of_the_last_episode(tmp_path):
             gif.seek(k)
             total += gif.info["duration"]
         assert total == 150 * (steps + 1)
+
+
+def test_open_loop_observation_is_the_time_step_alone():
+    env = SkirmishEnv(map_name="3m", seed=0, obs_starcraft=False, obs_timestep_number=True)
+    assert env.get_env_info()["obs_shape"] == 1 and "obs_entities" not in env.get_env_info()
+    rng = np.random.default_rng(0)
+    for t in range(1, 4):
+        env.step(random_actions(env, rng))
+        assert [o.tolist() for o in env.get_obs()] == [[np.float32(t / 60)]] * 3
+    with pytest.raises(ConfigError, match="obs_timestep_number"):
+        SkirmishEnv(map_name="3m", obs_starcraft=False)

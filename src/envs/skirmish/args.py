@@ -42,7 +42,9 @@ SMAC_DEFAULTS = dict(
 # attack_jitter: SC2's random cooldown variation (False: deterministic);
 # builtin_agents: the agents play SC2's default unit behaviour too, mirroring the enemies' order
 # (mirror matches and calibration; the actions passed to step are then ignored)
-SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False)
+# obs_starcraft: False observes only the time step (SMACv2's switch for open-loop policies; needs
+# obs_timestep_number=True)
+SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False, obs_starcraft=True)
 UNSUPPORTED = ("obs_pathing_grid", "obs_terrain_height")
 DIFFICULTIES = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "A"]  # SMAC's (stored only here)
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
@@ -64,6 +66,10 @@ def validate_env_args(env_args):
     for k in UNSUPPORTED:
         if env_args.get(k):
             raise ConfigError(f"env_args.{k}=True is not supported by skirmish yet; set it to False")
+    if not env_args.get("obs_starcraft", True) and not env_args.get("obs_timestep_number", False):
+        raise ConfigError(
+            "env_args.obs_starcraft=False leaves only the time step: set obs_timestep_number=True"
+        )
     step_mul = env_args.get("step_mul", SMAC_DEFAULTS["step_mul"])
     if isinstance(step_mul, bool) or not isinstance(step_mul, int) or step_mul < 1:
         raise ConfigError(f"env_args.step_mul={step_mul!r} must be a positive integer (game loops per step)")

@@ -59,6 +59,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             setattr(self, "_seed" if k == "seed" else k, args.get(k, v))
         self.attack_jitter = bool(args.get("attack_jitter", SIM_DEFAULTS["attack_jitter"]))
         self.builtin_agents = bool(args.get("builtin_agents", SIM_DEFAULTS["builtin_agents"]))
+        self.obs_starcraft = bool(args.get("obs_starcraft", SIM_DEFAULTS["obs_starcraft"]))
         self._move_amount = self.move_amount
         if self.obs_all_health:
             self.obs_own_health = True
@@ -527,6 +528,10 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         if self._cache_ok("obs"):
             return list(self._cache["obs"])
         na, ne = self.n_agents, self.n_enemies
+        if not self.obs_starcraft:  # open loop: the time step alone
+            obs = np.full((na, 1), self._episode_steps / self.episode_limit, np.float32)
+            self._store("obs", obs)
+            return list(obs)
         avail = self._avail()
         p = self.pos
         alive_a, alive_e = self.alive[:na], self.alive[na:]
@@ -593,7 +598,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         return self.get_obs()[agent_id]
 
     def get_obs_size(self):
-        return self.obs_size
+        return self.obs_size if self.obs_starcraft else 1
 
     def get_state(self):
         if self.obs_instead_of_state:
@@ -639,7 +644,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
 
     def get_state_size(self):
         if self.obs_instead_of_state:
-            return self.obs_size * self.n_agents
+            return self.get_obs_size() * self.n_agents
         size = self.n_agents * self.nf_al_s + self.n_enemies * self.nf_en_s
         size += self.n_agents * self.n_actions * self.state_last_action
         return size + int(self.state_timestep_number)
@@ -672,7 +677,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             # SMAC's get_obs_size() counts the time feature once, inside own_feats, but its
             # observations append it again: with obs_timestep_number they are one longer. The
             # runners need the true length; get_obs_size() keeps SMAC's figure.
-            "obs_shape": self.obs_size + int(self.obs_timestep_number),
+            "obs_shape": self.obs_size + int(self.obs_timestep_number) if self.obs_starcraft else 1,
             "n_actions": self.n_actions,
             "n_agents": self.n_agents,
             "n_enemies": self.n_enemies,
@@ -680,7 +685,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             "agent_features": self.ally_state_attr_names,
             "enemy_features": self.enemy_state_attr_names,
         }
-        if not self.obs_timestep_number:
+        if not self.obs_timestep_number and self.obs_starcraft:
             info["obs_entities"] = [
                 {"name": "move", "count": 1, "dim": 4},
                 {"name": "enemies", "count": self.n_enemies, "dim": self.nf_en},
