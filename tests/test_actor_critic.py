@@ -541,7 +541,7 @@ def test_checkpoint_round_trip_continues_identically(tmp_path):
         assert torch.equal(x, y)
 
 
-def test_continuous_learner_trains_log_std():
+def continuous_batch_and_mac(**overrides):
     args = learner_args(
         learner="ppo_learner",
         critic="cv_critic",
@@ -549,6 +549,7 @@ def test_continuous_learner_trains_log_std():
         action_space="continuous",
         action_low=[0.0] * A,
         action_high=[1.0] * A,
+        **overrides,
     )
     g = torch.Generator().manual_seed(0)
     scheme = {
@@ -572,10 +573,39 @@ def test_continuous_learner_trains_log_std():
     batch.update({"reward": torch.randn(2, L - 1, 1, generator=g)}, ts=slice(0, L - 1), mark_filled=False)
     mac = ACMAC(batch.scheme, {"agents": N}, args)
     lrn = le_REGISTRY["ppo_learner"](mac, batch.scheme, Logger(get_console_logger()), args)
+    return batch, mac, lrn
+
+
+def test_continuous_learner_trains_log_std():
+    batch, mac, lrn = continuous_batch_and_mac()
     before = mac.agent.log_std.detach().clone()
     lrn.train(batch, 0, 0)
     assert not torch.equal(before, mac.agent.log_std)
     assert "log_std" in lrn.state_dict()["agent"]
+
+
+def test_std_from_the_network_scales_each_state_and_trains():
+    batch, mac, lrn = continuous_batch_and_mac(policy_std="network")
+    assert not hasattr(mac.agent, "log_std")
+    out = mac.forward_seq(batch)
+    assert out.shape[-1] == 2 * A
+    mean, log_std = mac.split(out)
+    # scale = softplus(x + b) + 1e-4, b chosen so that x = 0 gives 1
+    x = out[..., A:]
+    want = torch.log(torch.nn.functional.softplus(x + math.log(math.expm1(1.0))) + 1e-4)
+    assert torch.allclose(log_std, want) and torch.allclose(
+        mac.split(torch.zeros(1, 2 * A))[1], torch.zeros(1, A), atol=1e-3
+    )
+    assert log_std.std() > 0  # differs across states
+    actions = batch["actions"][:, :-1]
+    logp, _ = mac.evaluate(out[:, :-1], actions, batch["avail_actions"][:, :-1])
+    lsig = log_std[:, :-1].clamp(-5.0, 2.0)
+    ref = torch.distributions.Normal(mean[:, :-1], lsig.exp()).log_prob(actions).sum(-1)
+    assert torch.allclose(logp, ref, atol=1e-4)
+    head = [p for name, p in mac.agent.named_parameters() if name.endswith("weight")][-1]
+    before = head.detach().clone()
+    lrn.train(batch, 0, 0)
+    assert not torch.equal(before[A:], head.detach()[A:])  # the scale rows learn too
 
 
 # --- the loop, validation and whole runs ------------------------------------------------
@@ -654,9 +684,10 @@ def test_each_config_runs_and_records(tmp_path, alg, runner):
         for alg in ("ia2c", "ippo", "maa2c", "mappo")
         for runner in ("episode", "parallel")
     ]
-    + [("ia2c", "tanh", "episode"), ("mappo", "tanh", "parallel")],
+    + [("ia2c", "tanh", "episode"), ("mappo", "tanh", "parallel"), ("mappo", "tanh-network", "episode")],
 )
 def test_continuous_configs_run(tmp_path, alg, squash, runner):
+    squash, _, std = squash.partition("-")
     extra = [
         "t_max=100",
         "env_args.max_cycles=10",
@@ -665,10 +696,11 @@ def test_continuous_configs_run(tmp_path, alg, squash, runner):
         f"runner={runner}",
         f"batch_size_run={1 if runner == 'episode' else 2}",
         "batch_size=2",
+        f"policy_std={std or 'parameter'}",
     ]
     assert run_main(tmp_path, alg=alg, extra=extra) == 0
     metrics = read(sacred_runs(tmp_path)[-1], "metrics.json")
-    assert "log_std_mean" in metrics
+    assert "log_std_mean" in metrics and "pg_loss" in metrics
 
 
 def test_skirmish_runs(tmp_path):

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from components.policies import CategoricalPolicy, GaussianPolicy
 from components.schedules import LinearSchedule
 from controllers.basic_controller import BasicMAC
+from modules.agents import REGISTRY as agent_REGISTRY
 from utils.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only
@@ -23,7 +26,13 @@ class ACMAC(BasicMAC):
     is consulted. Training samples the policy; tests take its mode (test_greedy) or sample it.
 
     Continuous actions are stored as the raw Gaussian samples (what the log-probabilities are
-    of) and mapped onto the env's bounds only on their way to the env."""
+    of) and mapped onto the env's bounds only on their way to the env. policy_std=network makes
+    the standard deviation an output of the actor too (BenchMARL's and TorchRL's default): the
+    network gives a mean and a scale per dimension, scale = softplus(x + b) + 1e-4 with b such
+    that the initial scale is about 1."""
+
+    SCALE_BIAS = math.log(math.expm1(1.0))  # softplus(SCALE_BIAS) = 1
+    MIN_SCALE = 1e-4
 
     def __init__(self, scheme: dict, groups: dict[str, int], args: SimpleNamespace) -> None:
         super().__init__(scheme, groups, args)
@@ -31,9 +40,12 @@ class ACMAC(BasicMAC):
             self.policy = GaussianPolicy(
                 args.action_low, args.action_high, args.squash, args.log_std_min, args.log_std_max
             )
-            n_nets = 1 if args.agent_param_sharing else self.n_agents
-            # A parameter of the agent module, so it is trained, saved and moved with it.
-            self.agent.log_std = nn.Parameter(torch.full((n_nets, args.n_actions), float(args.log_std_init)))
+            if not self.std_from_network:
+                n_nets = 1 if args.agent_param_sharing else self.n_agents
+                # A parameter of the agent module, so it is trained, saved and moved with it.
+                self.agent.log_std = nn.Parameter(
+                    torch.full((n_nets, args.n_actions), float(args.log_std_init))
+                )
         else:
             self.policy = CategoricalPolicy()
         self.floor = None  # policy_epsilon_floor: the floor's schedule over training steps
@@ -44,15 +56,34 @@ class ACMAC(BasicMAC):
                 )
             self.floor = LinearSchedule(args.epsilon_start, args.epsilon_finish, args.epsilon_anneal_time)
 
+    @property
+    def std_from_network(self) -> bool:
+        return self.continuous and self.args.policy_std == "network"
+
+    def _make_agent(self):
+        if not self.std_from_network:
+            return super()._make_agent()
+        return agent_REGISTRY[self.args.agent](
+            self.input_shape, self.args, output_dim=2 * self.args.n_actions
+        )
+
     def _build_selector(self, args):
         return None
+
+    def split(self, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the policy's parameters: logits or means, log std or None) from network outputs."""
+        if not self.std_from_network:
+            return out, self.log_std()
+        a = self.args.n_actions
+        scale = F.softplus(out[..., a:] + self.SCALE_BIAS) + self.MIN_SCALE
+        return out[..., :a], scale.log()
 
     def init_hidden(self, batch_size: int) -> None:
         self.hidden_states = self.agent.init_hidden(batch_size * self.n_agents)
 
     def log_std(self) -> torch.Tensor | None:
-        """[N, A] log standard deviations (continuous actions), else None."""
-        if not self.continuous:
+        """[N, A] log standard deviations (continuous actions with a learned parameter), else None."""
+        if not self.continuous or self.std_from_network:
             return None
         return self.agent.log_std.expand(self.n_agents, -1)
 
@@ -65,9 +96,10 @@ class ACMAC(BasicMAC):
         out = self.forward(ep_batch, t_ep)[bs]
         if self.floor is not None and not test_mode:  # the learner then uses the same floor
             self.policy.floor = self.floor.eval(t_env)
+        out, log_std = self.split(out)
         if test_mode and self.args.test_greedy:
             return self.policy.mode(out, avail)
-        return self.policy.sample(out, avail, self.log_std())
+        return self.policy.sample(out, avail, log_std)
 
     def env_actions(self, actions: torch.Tensor, ep_batch: EpisodeBatch, t: int, bs: Index) -> torch.Tensor:
         if not self.continuous:
@@ -89,7 +121,8 @@ class ACMAC(BasicMAC):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi(actions) and entropies [B, T, N] from outputs [B, T, N, A] (actions: [.., 1]
         indices or raw continuous samples [.., A])."""
-        return self.policy.evaluate(out, actions, avail, self.log_std())
+        out, log_std = self.split(out)
+        return self.policy.evaluate(out, actions, avail, log_std)
 
     def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
         """Clip the agent networks (each on its own norm when they are not shared)."""

@@ -165,7 +165,9 @@ class PolicyGradientLearner(Learner):
         var_e = masked_mean_std(returns - values, q)[1] ** 2
         s["explained_variance"].append(1 - var_e / var_g.clamp(min=1e-8))
         s["dead_ratio"].append(1 - alive_m.sum() / m.sum().clamp(min=1.0))
-        if self.mac.continuous:
+        if self.mac.continuous and self.mac.std_from_network:
+            s["log_std_mean"].append(masked_mean(self.mac.split(out.detach())[1].mean(-1), p))
+        elif self.mac.continuous:
             s["log_std_mean"].append(self.mac.agent.log_std.detach().mean())
         else:
             probs = torch.softmax(out.detach().masked_fill(avail == 0, -1e10), dim=-1)
