@@ -712,18 +712,35 @@ def test_conic_field_of_view_follows_smacv2_arithmetic():
     assert not inside((11, 0))
     f = np.array([math.cos(math.pi / 2), 1.0])
     assert inside((0.01, 5), 10)
-    env = make("protoss_5_vs_5", conic_fov=True)
+    # a hand-built scene: a Stalker at (10, 16) facing east; enemy 0 east of it, enemy 1 north
+    env = make(
+        "protoss_5_vs_5",
+        conic_fov=True,
+        attack_jitter=False,
+        sim_options={"reset_preroll_loops": 0, "enemy_obs_mode": "per_row", "hunt_tick_loops": 0},
+    )
+    cfg = {
+        "team_gen": {"ally_team": ["stalker"] * 5, "enemy_team": ["stalker"] * 5},
+        "ally_start_positions": {"item": [(10, 16), (1, 1), (1, 4), (1, 28), (1, 31)]},
+        "enemy_start_positions": {"item": [(14, 16), (10, 20), (31, 1), (31, 16), (31, 31)]},
+    }
+    env.reset(cfg)
+    i = int(np.flatnonzero(np.all(env.pos[:5] == (10, 16), axis=1))[0])
     avail = np.array(env.get_avail_actions())
-    assert avail.shape[1] == 6 + 12 + 5 and (avail[env.alive[:5], 6:18] == 1).all()
-    alive = [i for i in range(5) if env.alive[i]]
-    i = alive[0]
-    acts = [1 if env.alive[k] else 0 for k in range(5)]
+    assert avail.shape[1] == 6 + 12 + 5 and (avail[:, 6:18] == 1).all()
+    first = 18
+    rows = lambda: np.asarray(env.get_obs()[i][4 : 4 + 5 * 9]).reshape(5, 9)  # noqa: E731
+    assert rows()[0].any() and not rows()[1].any()  # east in the cone, north not
+    assert avail[i, first] == 1 and avail[i, first + 1] == 0
+    acts = [1] * 5
     acts[i] = 6 + 3  # face north (90 degrees)
     env.step(acts)
     np.testing.assert_allclose(env.fov_directions[i], [0, 1], atol=1e-9)
+    assert not rows()[0].any() and rows()[1].any()
+    avail = np.array(env.get_avail_actions())
+    assert avail[i, first] == 0 and avail[i, first + 1] == 1
     own = env.get_obs()[i]
-    if env.alive[i]:
-        np.testing.assert_allclose(own[-5:-3], [0, 1], atol=1e-6)
+    np.testing.assert_allclose(own[-5:-3], [0, 1], atol=1e-6)
 
 
 # --- runners and adapters -------------------------------------------------------------------
