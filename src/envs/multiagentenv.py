@@ -31,6 +31,21 @@ def action_layout(spaces, continuous):
     return sizes, n, low.tolist(), high.tolist()
 
 
+def smac_entities(move, enemies, allies, own, first_action):
+    """SMAC-style env_info entries for entity-based agents: the observation as move features,
+    one token per enemy and per other agent, and own features (enemies, allies: (count, dim));
+    attack actions from first_action on target the enemies in order."""
+    return {
+        "obs_entities": [
+            {"name": "move", "count": 1, "dim": move},
+            {"name": "enemies", "count": enemies[0], "dim": enemies[1]},
+            {"name": "allies", "count": allies[0], "dim": allies[1]},
+            {"name": "own", "count": 1, "dim": own},
+        ],
+        "action_entities": {"group": "enemies", "first_action": first_action},
+    }
+
+
 class MultiAgentEnv:
     """The PyMARL environment contract, plus per-agent termination flags.
 

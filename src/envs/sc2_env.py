@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from envs.multiagentenv import smac_entities
 from utils.errors import ConfigError
 
 INSTALL = (
@@ -83,13 +84,16 @@ class StarCraft2Env:
         if getattr(env, "obs_timestep_number", False):  # SMAC's observations are one longer than it says
             info["obs_shape"] += 1
         else:
-            n_en, en_dim = env.get_obs_enemy_feats_size()
-            n_al, al_dim = env.get_obs_ally_feats_size()
-            info["obs_entities"] = [
-                {"name": "move", "count": 1, "dim": env.get_obs_move_feats_size()},
-                {"name": "enemies", "count": n_en, "dim": en_dim},
-                {"name": "allies", "count": n_al, "dim": al_dim},
-                {"name": "own", "count": 1, "dim": env.get_obs_own_feats_size()},
-            ]
-            info["action_entities"] = {"group": "enemies", "first_action": env.n_actions_no_attack}
+            info.update(wrapped_entities(env))
         return info
+
+
+def wrapped_entities(env):
+    """The entity layout of a SMAC (or SMACv2) env, from its own size helpers."""
+    return smac_entities(
+        env.get_obs_move_feats_size(),
+        env.get_obs_enemy_feats_size(),
+        env.get_obs_ally_feats_size(),
+        env.get_obs_own_feats_size(),
+        env.n_actions_no_attack,
+    )

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from envs.sc2_env import check_starcraft, sc2_path
+from envs.sc2_env import check_starcraft, sc2_path, wrapped_entities
 from envs.skirmish import distributions as dist
 from envs.skirmish.v2 import expand, plain
 from utils.errors import ConfigError
@@ -118,15 +118,7 @@ class SMACv2Env:
         info = dict(self.env.get_env_info())
         info.setdefault("n_enemies", self.n_enemies)
         if not getattr(self, "obs_timestep_number", False):
-            n_en, en_dim = self.get_obs_enemy_feats_size()
-            n_al, al_dim = self.get_obs_ally_feats_size()
-            info["obs_entities"] = [
-                {"name": "move", "count": 1, "dim": self.get_obs_move_feats_size()},
-                {"name": "enemies", "count": n_en, "dim": en_dim},
-                {"name": "allies", "count": n_al, "dim": al_dim},
-                {"name": "own", "count": 1, "dim": self.get_obs_own_feats_size()},
-            ]
-            info["action_entities"] = {"group": "enemies", "first_action": self.n_actions_no_attack}
+            info.update(wrapped_entities(self))
         return info
 
     def close(self):

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
+from envs.multiagentenv import MultiAgentEnv, smac_entities
 from envs.skirmish import render, sim, spawn, terrain
 from envs.skirmish.api import SHOOT, SIGHT, SmacHelpers, _Units
 from envs.skirmish.args import (  # noqa: F401  (validate_env_args: the env registry's entry point)
@@ -686,13 +686,11 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             "enemy_features": self.enemy_state_attr_names,
         }
         if not self.obs_timestep_number and self.obs_starcraft:
-            info["obs_entities"] = [
-                {"name": "move", "count": 1, "dim": 4},
-                {"name": "enemies", "count": self.n_enemies, "dim": self.nf_en},
-                {"name": "allies", "count": self.n_agents - 1, "dim": self.nf_al},
-                {"name": "own", "count": 1, "dim": self.own_feats},
-            ]
-            info["action_entities"] = {"group": "enemies", "first_action": 6}
+            info.update(
+                smac_entities(
+                    4, (self.n_enemies, self.nf_en), (self.n_agents - 1, self.nf_al), self.own_feats, 6
+                )
+            )
         return info
 
     def seed(self, seed=None):

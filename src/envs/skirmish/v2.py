@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from envs.multiagentenv import smac_entities
 from envs.skirmish import distributions as dist
 from envs.skirmish import sim, spawn, terrain
 from envs.skirmish.api import _Units
@@ -802,11 +803,13 @@ class SkirmishV2Env(SkirmishEnv):
             "enemy_features": self.enemy_state_attr_names,
         }
         if self.obs_starcraft and not self.obs_timestep_number:
-            info["obs_entities"] = [
-                {"name": "move", "count": 1, "dim": self.move_feats},
-                {"name": "enemies", "count": self.n_enemies, "dim": self.nf_en},
-                {"name": "allies", "count": self.n_agents - 1, "dim": self.nf_al},
-                {"name": "own", "count": 1, "dim": self.own_feats},
-            ]
-            info["action_entities"] = {"group": "enemies", "first_action": self.n_actions_no_attack}
+            info.update(
+                smac_entities(
+                    self.move_feats,
+                    (self.n_enemies, self.nf_en),
+                    (self.n_agents - 1, self.nf_al),
+                    self.own_feats,
+                    self.n_actions_no_attack,
+                )
+            )
         return info
