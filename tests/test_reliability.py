@@ -219,7 +219,8 @@ def test_bad_results_paths_are_refused(tmp_path):
     [
         (
             ["with", "save_replay=True"],
-            "save_replay=True: env 'mpe' cannot save replays (envs that can: sc2, sc2v2, skirmish, skirmish_v2)",
+            "save_replay=True: env 'mpe' cannot save replays "
+            "(envs that can: sc2, sc2v2, skirmish, skirmish_v2)",
         ),
         (["--env-config=skirmish", "with", "save_replay=True"], "needs evaluate=True"),
     ],

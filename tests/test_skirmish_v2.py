@@ -795,3 +795,21 @@ def test_pettingzoo_parallel_api_on_v2_battles():
     first = list(env.sim.kinds)
     env.reset(seed=3)
     assert env.sim.kinds == first
+
+
+def test_replays_and_smacs_heuristic_work_on_v2_battles(tmp_path):
+    from PIL import Image
+
+    env = make("terran_5_vs_5", seed=2, heuristic_ai=True, replay_dir=str(tmp_path))
+    steps, done = 0, False
+    fighters = [i for i in range(env.n_agents) if not env.is_medivac[i]]
+    while not done:
+        acts = [0] * env.n_agents
+        _, done, info = env.step(acts)  # the heuristic overrides (and writes back) the actions
+        if steps == 0:  # everyone who can fight is sent after an enemy
+            assert all(acts[i] >= env.n_actions_no_attack for i in fighters)
+        steps += 1
+    assert steps < env.episode_limit and info["dead_enemies"] + info["dead_allies"] > 0
+    env.reset()
+    with Image.open(env.save_replay()) as gif:
+        assert gif.size == (256, 256) and gif.n_frames > 1
