@@ -813,3 +813,48 @@ def test_replays_and_smacs_heuristic_work_on_v2_battles(tmp_path):
     env.reset()
     with Image.open(env.save_replay()) as gif:
         assert gif.size == (256, 256) and gif.n_frames > 1
+
+
+def capability_env(enemy_x=14, **caps):
+    _, cap = dist.scenario("terran_5_vs_5")
+    for key, (low, high) in caps.items():
+        cap[key] = dict(dist_type="per_agent_uniform", lower_bound=[low], upper_bound=[high], observe=True)
+    env = SkirmishV2Env(
+        map_name="10gen_terran",
+        capability_config=cap,
+        seed=1,
+        attack_jitter=False,
+        sim_options={"reset_preroll_loops": 0, "hunt_tick_loops": 0},
+        **STANDARD,
+    )
+    scene = {
+        "team_gen": {"ally_team": ["marine"] * 5, "enemy_team": ["marine"] * 5},
+        "ally_start_positions": {"item": [(10, 10 + 2 * i) for i in range(5)]},
+        "enemy_start_positions": {"item": [(enemy_x, 10 + 2 * i) for i in range(5)]},
+    }
+    levels = {k: {"item": np.full((5, 1), v[0])} for k, v in caps.items()}
+    env.reset({**scene, **levels})
+    return env
+
+
+def test_health_capability_kills_below_the_threshold_and_rescales_health():
+    env = capability_env(enemy_x=30, health=(0.8, 0.8))  # enemies out of reach
+    env.hp[0] = 0.85 * env.hp_max[0]  # above the threshold: alive, observed as (0.85 - 0.8) / 0.2
+    env._cache = None
+    assert env.get_obs()[0][4 + 5 * 8 + 4 * 9] == pytest.approx(0.25, abs=1e-5)  # own health
+    env.hp[1] = 0.75 * env.hp_max[1]  # below it: killed during the next step
+    env._cache = None
+    env.step([1] * 5)
+    assert not env.alive[1] and env.alive[0]
+
+
+def test_attack_capability_drops_every_order_at_probability_zero():
+    env = capability_env(attack=(0.0, 0.0))
+    avail = np.array(env.get_avail_actions())
+    assert avail[:, 6:].any()
+    acts = [6 + int(np.flatnonzero(a[6:])[0]) if a[6:].any() else 1 for a in avail]
+    env.step(acts)
+    assert (env.order[:5] != sim.ATTACK).all()
+    env2 = capability_env(attack=(1.0, 1.0))
+    env2.step(acts)
+    assert (env2.order[:5] == sim.ATTACK).any()
