@@ -1,25 +1,38 @@
-"""Win rates of scripted play on every skirmish map, with 95% Wilson intervals: uniformly random
-valid actions, SMAC's own heuristic (heuristic_ai=True: each agent attacks the nearest enemy until
-it dies) and a focus-fire script (every agent shoots the weakest enemy in range, else steps toward
+"""Win rates of scripted play on every map, with 95% Wilson intervals: uniformly random valid
+actions, SMAC's own heuristic (heuristic_ai=True: each agent attacks the nearest enemy until it
+dies) and a focus-fire script (every agent shoots the weakest enemy in range, else steps toward
 the nearest). Prints one markdown table row per map.
 
     OMP_NUM_THREADS=1 python bench/skirmish_calibration.py [--maps 3m 8m ...] [--episodes 100]
+
+The scripts read only SMAC's public API (get_avail_agent_actions, get_unit_by_id, the enemies
+dict), so the same table can be made on StarCraft II, which is what calibrating the simulator
+needs (the SC2-fidelity issue):
+
+    python bench/skirmish_calibration.py --env sc2 --maps 3m 2s3z --episodes 100 --save sc2.jsonl
+    python bench/skirmish_calibration.py --env skirmish --maps 3m 2s3z --episodes 100 --save sim.jsonl
+    python bench/skirmish_calibration.py --compare sc2.jsonl sim.jsonl
+
+--save writes one JSON line per episode (map, policy, won, length, deaths, the step of the first
+damage, mean distance between the teams at the start); --compare prints, per map and policy,
+both sides' win rates and means, and flags win rates whose intervals do not overlap.
 """
 
 import argparse
+import json
 import math
 import os
 import sys
+from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import numpy as np  # noqa: E402
 
-from envs.skirmish.env import SkirmishEnv  # noqa: E402
 from envs.skirmish.maps import MAPS  # noqa: E402
-from test_skirmish import focus_fire  # noqa: E402
+
+POLICIES = ("random", "heuristic", "focus")
 
 
 def wilson(wins, n, z=1.96):
@@ -29,40 +42,167 @@ def wilson(wins, n, z=1.96):
     return max(centre - half, 0.0), min(centre + half, 1.0)
 
 
-def play(name, policy, episodes, seed=1):
-    env = SkirmishEnv(map_name=name, seed=seed, heuristic_ai=policy == "heuristic")
+def make_env(kind, name, seed, heuristic):
+    if kind == "sc2":
+        from envs.sc2_env import StarCraft2Env, check_starcraft
+
+        check_starcraft()
+        return StarCraft2Env(map_name=name, seed=seed, heuristic_ai=heuristic)
+    from envs.skirmish.env import SkirmishEnv
+
+    return SkirmishEnv(map_name=name, seed=seed, heuristic_ai=heuristic)
+
+
+def units(env):
+    """([(x, y, health + shield)] of the agents, the same of the enemies) from SMAC's API."""
+    agents = [env.get_unit_by_id(i) for i in range(env.n_agents)]
+    enemies = [env.enemies[j] for j in range(env.n_enemies)]
+    row = lambda u: (u.pos.x, u.pos.y, u.health + u.shield)  # noqa: E731
+    return [row(u) for u in agents], [row(u) for u in enemies]
+
+
+def focus_fire(env):
+    """Every agent attacks the weakest enemy it can, else steps toward the nearest living one."""
+    agents, enemies = units(env)
+    first = env.n_actions_no_attack
+    actions = []
+    for i, (x, y, hs) in enumerate(agents):
+        avail = np.asarray(env.get_avail_agent_actions(i))
+        targets = [e for e in np.flatnonzero(avail[first:]) if e < len(enemies)]
+        if avail[0] or hs <= 0:
+            actions.append(0)
+        elif targets:
+            actions.append(first + min(targets, key=lambda e: (enemies[e][2], e)))
+        else:
+            alive = [e for e in enemies if e[2] > 0]
+            if not alive:
+                actions.append(1)
+                continue
+            ex, ey, _ = min(alive, key=lambda e: (e[0] - x) ** 2 + (e[1] - y) ** 2)
+            dx, dy = ex - x, ey - y
+            a = (4 if dx > 0 else 5) if abs(dx) > abs(dy) else (2 if dy > 0 else 3)
+            actions.append(a if avail[a] else 1)
+    return actions
+
+
+def episode(env, policy, rng):
+    """One battle; returns its summary."""
+    env.reset()
+    agents, enemies = units(env)
+    gap = float(np.hypot(*(np.mean([u[:2] for u in agents], 0) - np.mean([u[:2] for u in enemies], 0))))
+    start = sum(u[2] for u in agents + enemies)
+    first_damage, steps, done, info = None, 0, False, {}
+    while not done:
+        if policy == "random":
+            avail = np.asarray(env.get_avail_actions())
+            actions = (rng.random(avail.shape) * avail).argmax(axis=1).tolist()
+        elif policy == "focus":
+            actions = focus_fire(env)
+        else:
+            actions = [0] * env.n_agents  # heuristic_ai replaces them
+        _, done, info = env.step(actions)
+        steps += 1
+        if first_damage is None:
+            a, e = units(env)
+            if sum(u[2] for u in a + e) < start - 1e-6:
+                first_damage = steps
+    return dict(
+        won=bool(info.get("battle_won", False)),
+        length=steps,
+        dead_allies=int(info.get("dead_allies", 0)),
+        dead_enemies=int(info.get("dead_enemies", 0)),
+        first_damage=first_damage,
+        start_gap=round(gap, 3),
+    )
+
+
+def measure(kind, name, policy, episodes, seed=1, save=None):
+    env = make_env(kind, name, seed, policy == "heuristic")
     rng = np.random.default_rng(seed)
-    wins = 0
-    for _ in range(episodes):
-        env.reset()
-        done = False
-        while not done:
-            if policy == "random":
-                avail = np.asarray(env.get_avail_actions())
-                actions = (rng.random(avail.shape) * avail).argmax(axis=1)
-            elif policy == "focus":
-                actions = focus_fire(env)
-            else:
-                actions = [0] * env.n_agents
-            _, done, info = env.step(actions)
-        wins += info["battle_won"]
-    return wins
+    rows = []
+    try:
+        for _ in range(episodes):
+            row = dict(env=kind, map=name, policy=policy, **episode(env, policy, rng))
+            rows.append(row)
+            if save:
+                save.write(json.dumps(row) + "\n")
+                save.flush()
+    finally:
+        env.close()
+    return rows
+
+
+def summary(rows):
+    n = len(rows)
+    wins = sum(r["won"] for r in rows)
+    lo, hi = wilson(wins, n)
+    firsts = [r["first_damage"] for r in rows if r["first_damage"] is not None]
+    return dict(
+        n=n,
+        win=wins / n,
+        lo=lo,
+        hi=hi,
+        length=float(np.mean([r["length"] for r in rows])),
+        dead_allies=float(np.mean([r["dead_allies"] for r in rows])),
+        dead_enemies=float(np.mean([r["dead_enemies"] for r in rows])),
+        first_damage=float(np.mean(firsts)) if firsts else float("nan"),
+    )
+
+
+def compare(path_a, path_b):
+    """Prints both files' figures side by side per (map, policy); returns the differing keys."""
+    groups = []
+    for path in (path_a, path_b):
+        g = defaultdict(list)
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                g[(r["map"], r["policy"])].append(r)
+        groups.append(g)
+    names = [os.path.basename(p) for p in (path_a, path_b)]
+    print(
+        f"| map | policy | win rate: {names[0]} | {names[1]} | length | dead allies | dead enemies "
+        "| first damage |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    differ = []
+    for key in sorted(set(groups[0]) & set(groups[1])):
+        a, b = summary(groups[0][key]), summary(groups[1][key])
+        flag = " **" if a["hi"] < b["lo"] or b["hi"] < a["lo"] else ""
+        if flag:
+            differ.append(key)
+        pairs = " | ".join(
+            f"{a[k]:.1f} / {b[k]:.1f}" for k in ("length", "dead_allies", "dead_enemies", "first_damage")
+        )
+        print(
+            f"| {key[0]} | {key[1]} | {a['win']:.2f} [{a['lo']:.2f}, {a['hi']:.2f}]{flag} | "
+            f"{b['win']:.2f} [{b['lo']:.2f}, {b['hi']:.2f}]{flag} | {pairs} |"
+        )
+    return differ
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--maps", nargs="+", default=list(MAPS))
     p.add_argument("--episodes", type=int, default=100)
+    p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    p.add_argument("--env", choices=["skirmish", "sc2"], default="skirmish")
+    p.add_argument("--save", help="append one JSON line per episode to this file")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --save files")
     a = p.parse_args()
-    print("| map | random | heuristic_ai | focus fire |")
-    print("|---|---|---|---|")
-    for name in a.maps:
-        cells = []
-        for policy in ("random", "heuristic", "focus"):
-            w = play(name, policy, a.episodes)
-            lo, hi = wilson(w, a.episodes)
-            cells.append(f"{w / a.episodes:.2f} [{lo:.2f}, {hi:.2f}]")
-        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    if a.compare:
+        differ = compare(*a.compare)
+        print(f"{len(differ)} (map, policy) pairs whose win-rate intervals do not overlap")
+        return
+    with open(a.save or os.devnull, "a") as save:
+        print("| map | " + " | ".join(a.policies) + " |")
+        print("|---|" + "---|" * len(a.policies))
+        for name in a.maps:
+            cells = []
+            for policy in a.policies:
+                s = summary(measure(a.env, name, policy, a.episodes, save=save))
+                cells.append(f"{s['win']:.2f} [{s['lo']:.2f}, {s['hi']:.2f}]")
+            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
