@@ -13,6 +13,8 @@ needs (the SC2-fidelity issue):
     python bench/skirmish_calibration.py --env skirmish --maps 3m 2s3z --episodes 100 --save sim.jsonl
     python bench/skirmish_calibration.py --compare sc2.jsonl sim.jsonl
 
+--env sc2v2 / skirmish_v2 with SMACv2 scenarios (--maps protoss_5_vs_5 ...) does the same for SMACv2.
+
 --save writes one JSON line per episode (map, policy, won, length, deaths, the step of the first
 damage, mean distance between the teams at the start); --compare prints, per map and policy,
 both sides' win rates and means, and flags win rates whose intervals do not overlap.
@@ -43,6 +45,16 @@ def wilson(wins, n, z=1.96):
 
 
 def make_env(kind, name, seed, heuristic):
+    v2 = dict(scenario=name, seed=seed, heuristic_ai=heuristic, use_unit_ranges=True, obs_own_pos=True)
+    if kind == "sc2v2":
+        from envs.smacv2_env import SMACv2Env, check_maps
+
+        check_maps()
+        return SMACv2Env(**v2)
+    if kind == "skirmish_v2":
+        from envs.skirmish.v2 import SkirmishV2Env
+
+        return SkirmishV2Env(**v2)
     if kind == "sc2":
         from envs.sc2_env import StarCraft2Env, check_starcraft
 
@@ -183,10 +195,10 @@ def compare(path_a, path_b):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--maps", nargs="+", default=list(MAPS))
+    p.add_argument("--maps", nargs="+", help="maps (default: all 23), or SMACv2 scenarios for the v2 envs")
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
-    p.add_argument("--env", choices=["skirmish", "sc2"], default="skirmish")
+    p.add_argument("--env", choices=["skirmish", "sc2", "skirmish_v2", "sc2v2"], default="skirmish")
     p.add_argument("--save", help="append one JSON line per episode to this file")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --save files")
     a = p.parse_args()
@@ -194,6 +206,10 @@ def main():
         differ = compare(*a.compare)
         print(f"{len(differ)} (map, policy) pairs whose win-rate intervals do not overlap")
         return
+    if a.maps is None:
+        if a.env.endswith("v2"):
+            p.error("--maps: name the SMACv2 scenarios to play, e.g. protoss_5_vs_5")
+        a.maps = list(MAPS)
     with open(a.save or os.devnull, "a") as save:
         print("| map | " + " | ".join(a.policies) + " |")
         print("|---|" + "---|" * len(a.policies))
