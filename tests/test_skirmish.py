@@ -277,3 +277,28 @@ def test_open_loop_observation_is_the_time_step_alone():
         assert [o.tolist() for o in env.get_obs()] == [[np.float32(t / 60)]] * 3
     with pytest.raises(ConfigError, match="obs_timestep_number"):
         SkirmishEnv(map_name="3m", obs_starcraft=False)
+
+
+def test_pathing_and_terrain_height_features_follow_smacs_probe_points():
+    base = SkirmishEnv(map_name="3m", seed=0)
+    env = SkirmishEnv(map_name="3m", seed=0, obs_pathing_grid=True, obs_terrain_height=True)
+    assert env.get_env_info()["obs_shape"] == base.get_env_info()["obs_shape"] + 8 + 9
+    assert env.get_obs_move_feats_size() == 4 + 8 + 9
+    # 3m's strip: pathable for y in [8, 24); cliff level 1 for y in [7, 24], 0 elsewhere
+    env.pos[0] = (10.3, 9.6)
+    env._cache = None
+    move = env.get_obs()[0][:21]
+    # probes at (10, 13), (10, 5), (14, 9), (6, 9), (12, 11), (8, 7), (12, 7), (8, 11), then (10, 9)
+    assert move[4:12].tolist() == [1, 0, 1, 1, 1, 0, 0, 1]
+    np.testing.assert_allclose(move[12:], [0.625, 0.5, 0.625, 0.625, 0.625, 0.625, 0.625, 0.625, 0.625])
+    unit = env.agents[0]
+    assert env.get_surrounding_pathing(unit) == move[4:12].tolist()
+    np.testing.assert_allclose(env.get_surrounding_height(unit), move[12:])
+    env.pos[0] = (0.5, 12.0)  # probes west of the map count as 1
+    env._cache = None
+    assert env.get_obs()[0][4 + 3] == 1 and env.get_obs()[0][12 + 3] == 1
+    # 2c_vs_64zg's ramps lie between the levels they join
+    from envs.skirmish import terrain
+
+    h = terrain.height("L6")
+    assert h.min() >= 0.5 and h.max() <= 1.0 and len(np.unique(h)) > 3

@@ -67,7 +67,7 @@ class SmacHelpers:
     """SMAC's helper methods, on the simulator's arrays (mixed into SkirmishEnv)."""
 
     def get_obs_move_feats_size(self):
-        return 4
+        return self.move_feats
 
     def get_obs_enemy_feats_size(self):
         return self.n_enemies, self.nf_en
@@ -170,6 +170,12 @@ class SmacHelpers:
             (x - ma, y + ma),
         ]
         return points + [(x, y)] if include_self else points
+
+    def get_surrounding_height(self, unit):
+        return [
+            self.terrain_height[x, y] if self.check_bounds(x, y) else 1
+            for x, y in self.get_surrounding_points(unit, include_self=True)
+        ]
 
     def get_surrounding_pathing(self, unit):
         return [

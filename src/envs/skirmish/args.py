@@ -45,7 +45,6 @@ SMAC_DEFAULTS = dict(
 # obs_starcraft: False observes only the time step (SMACv2's switch for open-loop policies; needs
 # obs_timestep_number=True)
 SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False, obs_starcraft=True)
-UNSUPPORTED = ("obs_pathing_grid", "obs_terrain_height")
 DIFFICULTIES = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "A"]  # SMAC's (stored only here)
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 
@@ -63,9 +62,6 @@ def validate_env_args(env_args):
                     "env_args key for skirmish", k, sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS})
                 )
             )
-    for k in UNSUPPORTED:
-        if env_args.get(k):
-            raise ConfigError(f"env_args.{k}=True is not supported by skirmish yet; set it to False")
     if not env_args.get("obs_starcraft", True) and not env_args.get("obs_timestep_number", False):
         raise ConfigError(
             "env_args.obs_starcraft=False leaves only the time step: set obs_timestep_number=True"

@@ -21,7 +21,6 @@ from envs.skirmish.api import SHOOT, SIGHT, SmacHelpers, _Units
 from envs.skirmish.args import (  # noqa: F401  (validate_env_args: the env registry's entry point)
     SIM_DEFAULTS,
     SMAC_DEFAULTS,
-    UNSUPPORTED,
     WRAPPER_KEYS,
     validate_env_args,
 )
@@ -69,6 +68,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         self.episode_limit = m["limit"]
         self.grid = terrain.grid(m["layout"])
         self.pathing_grid = self.grid
+        self.terrain_height = terrain.height(m["layout"])
         self._fields = terrain.fields(m["layout"])
         self.map_x = self.map_y = 32
         self.max_distance_x = self.max_distance_y = 32
@@ -151,7 +151,8 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             + (1 + self.shield_bits_ally) * self.obs_own_health
             + int(self.obs_timestep_number)
         )
-        self.obs_size = 4 + self.n_enemies * self.nf_en + (na - 1) * self.nf_al + self.own_feats
+        self.move_feats = 4 + 8 * self.obs_pathing_grid + 9 * self.obs_terrain_height
+        self.obs_size = self.move_feats + self.n_enemies * self.nf_en + (na - 1) * self.nf_al + self.own_feats
         self.nf_al_s = 4 + self.shield_bits_ally + self.unit_type_bits
         self.nf_en_s = 3 + self.shield_bits_enemy + self.unit_type_bits
         self._onehots = {}
@@ -579,7 +580,7 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             own.append(np.zeros((na, 1)))
         obs = np.concatenate(
             [
-                avail[:, 2:6].astype(np.float32),
+                self._move_obs(),
                 en.reshape(na, -1),
                 al.reshape(na, -1),
                 np.concatenate(own, -1).astype(np.float32),
@@ -593,6 +594,25 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
             )
         self._store("obs", obs)
         return list(obs)
+
+    def _move_obs(self):
+        """SMAC's move features: N/S/E/W availability, then the pathing grid at 8 points around
+        the unit and the terrain height there and under it (1 outside the map)."""
+        na = self.n_agents
+        parts = [self._avail()[:, 2:6].astype(np.float32)]
+        if self.obs_pathing_grid or self.obs_terrain_height:
+            m = int(self._move_amount)
+            dx = np.array([0, 0, 2 * m, -2 * m, m, -m, m, -m, 0])
+            dy = np.array([2 * m, -2 * m, 0, 0, m, -m, -m, m, 0])
+            px = self.pos[:na, 0].astype(np.int64)[:, None] + dx
+            py = self.pos[:na, 1].astype(np.int64)[:, None] + dy
+            inside = (px >= 0) & (px < self.map_x) & (py >= 0) & (py < self.map_y)
+            cx, cy = np.minimum(np.maximum(px, 0), 31), np.minimum(np.maximum(py, 0), 31)
+            if self.obs_pathing_grid:
+                parts.append(np.where(inside, self.pathing_grid[cx, cy], 1)[:, :8])
+            if self.obs_terrain_height:
+                parts.append(np.where(inside, self.terrain_height[cx, cy], 1.0))
+        return np.concatenate(parts, -1).astype(np.float32)
 
     def get_obs_agent(self, agent_id):
         return self.get_obs()[agent_id]

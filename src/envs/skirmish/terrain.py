@@ -14,6 +14,10 @@ NON_CONVEX = ("L4", "L6", "L7", "L8")
 
 _GRIDS = None
 _FIELDS = {}
+_CLIFFS = None
+# terrain_height from cliff levels: SMAC reads heights from the game (byte / 255), which the map
+# files do not give exactly; a monotone map of the levels stands in (C tier, env_args can override)
+HEIGHT_BASE, HEIGHT_PER_LEVEL = 0.5, 0.125
 
 
 def load_layouts(path=None):
@@ -58,3 +62,39 @@ def fields(layout):
 
         _FIELDS[layout] = path_fields(grid(layout))
     return _FIELDS[layout]
+
+
+def cliffs(layout):
+    """[32, 32] cliff level of every cell (cliffs.txt, from the map files); ramps (r) take the mean
+    of the lowest and highest level among their non-ramp neighbours."""
+    global _CLIFFS
+    if _CLIFFS is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cliffs.txt")
+        _CLIFFS, name, rows = {}, None, []
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                if line.startswith("L"):
+                    name, rows = line, []
+                    _CLIFFS[name] = rows
+                else:
+                    rows.append(line)
+    rows = _CLIFFS[layout]
+    level = np.full((32, 32), np.nan)
+    for k, row in enumerate(rows):  # rows from y = 31 down
+        for x, c in enumerate(row):
+            if c != "r":
+                level[x, 31 - k] = float(c)
+    ramps = np.argwhere(np.isnan(level))
+    for x, y in ramps:
+        near = level[max(x - 1, 0) : x + 2, max(y - 1, 0) : y + 2]
+        near = near[~np.isnan(near)]
+        level[x, y] = (near.min() + near.max()) / 2 if near.size else 0.0
+    return level
+
+
+def height(layout):
+    """[32, 32] terrain_height in [0, 1] as SMAC exposes it, from the cliff levels."""
+    return np.minimum(HEIGHT_BASE + HEIGHT_PER_LEVEL * cliffs(layout), 1.0)

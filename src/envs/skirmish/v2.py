@@ -180,6 +180,7 @@ class SkirmishV2Env(SkirmishEnv):
         self.map_type = dist.RACES[race][3]
         self.episode_limit = 200
         self.grid = self.pathing_grid = terrain.grid("L2")  # 32x32_flat: every cell pathable
+        self.terrain_height = np.full((32, 32), float(self.sim_options["terrain_height_value"]))
         self._fields = None
         self.map_x = self.map_y = self.max_distance_x = self.max_distance_y = 32
         self.n_agents, self.n_enemies = cap["n_units"], cap["n_enemies"]
@@ -646,23 +647,6 @@ class SkirmishV2Env(SkirmishEnv):
             obs[:, -1] = tstep[:, 0]
         self._store("obs", obs)
         return list(obs)
-
-    def _move_obs(self):
-        na = self.n_agents
-        parts = [self._avail()[:, 2:6].astype(np.float32)]
-        if self.obs_pathing_grid or self.obs_terrain_height:
-            x = self.pos[:na, 0].astype(np.int64)[:, None]
-            y = self.pos[:na, 1].astype(np.int64)[:, None]
-            m = int(self._move_amount)
-            dx = np.array([0, 0, 2 * m, -2 * m, m, -m, m, -m, 0])
-            dy = np.array([2 * m, -2 * m, 0, 0, m, -m, -m, m, 0])
-            px, py = x + dx, y + dy
-            inside = (px >= 0) & (px < 32) & (py >= 0) & (py < 32)
-            if self.obs_pathing_grid:  # the flat map is pathable everywhere; outside counts as 1
-                parts.append(np.ones((na, 8)))
-            if self.obs_terrain_height:
-                parts.append(np.where(inside, self.sim_options["terrain_height_value"], 1.0))
-        return np.concatenate(parts, -1)
 
     def get_obs_agent(self, agent_id, fully_observable=False):
         return self.get_obs()[agent_id]
