@@ -858,3 +858,22 @@ def test_attack_capability_drops_every_order_at_probability_zero():
     env2 = capability_env(attack=(1.0, 1.0))
     env2.step(acts)
     assert (env2.order[:5] == sim.ATTACK).any()
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {},
+        {"conic_fov": True, "obs_last_action": True},
+        {"obs_timestep_number": True, "state_timestep_number": True},
+    ],
+)
+def test_feature_names_cover_every_feature(variant):
+    _, cap = dist.scenario("protoss_10_vs_11")
+    cap["attack"] = dict(dist_type="per_agent_uniform", lower_bound=[0.5], upper_bound=[1.0], observe=True)
+    env = SkirmishV2Env(map_name="10gen_protoss", capability_config=cap, seed=0, **{**STANDARD, **variant})
+    info = env.get_env_info()
+    assert len(env.get_obs_feature_names()) == info["obs_shape"]
+    assert len(env.get_state_feature_names()) == info["state_shape"]
+    assert info["agent_features"][-3:] == ["type_0", "type_1", "type_2"]
+    assert len(info["agent_features"]) == env.nf_al_s and len(info["enemy_features"]) == env.nf_en_s
