@@ -137,3 +137,71 @@ def test_direct_aec_stepping_matches_the_parallel_api(scenario, continuous):
             assert np.array_equal(r1, r2) and done == done2 and i1 == i2
             assert np.array_equal(fast.get_indi_terminated(), slow.get_indi_terminated())
             assert np.array_equal(fast.get_avail_actions(), slow.get_avail_actions())
+
+
+# --- the NumPy port of simple_spread_v3 (envs/mpe_batch.py) ---------------------------------
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"continuous_actions": True}, {"common_reward": False}, {"N": 4, "local_ratio": 0.3}],
+)
+def test_numpy_simple_spread_equals_mpe2_bit_for_bit(options):
+    from envs.mpe_batch import SimpleSpreadBatch
+    from runners.parallel_runner import env_command, env_seed, stack_replies
+
+    B, seed = 5, 7
+    args = {"scenario": "simple_spread_v3", "max_cycles": 25, "seed": seed, **options}
+    refs = [PettingZooEnv(**{**args, "seed": env_seed(seed, i)}) for i in range(B)]
+    fast = SimpleSpreadBatch(B, **args)
+    n = args.get("N", 3)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        ref = stack_replies([env_command(e, "reset", None) for e in refs])
+        out = fast.reset_batch()
+        for k in ("obs", "state", "avail_actions"):
+            assert np.array_equal(ref[k], out[k]), k
+        for t in range(25):
+            if args.get("continuous_actions"):  # outside the box too: both clip
+                acts = rng.uniform(-0.2, 1.2, (B, n, 5)).astype(np.float32)
+            else:
+                acts = rng.integers(0, 5, (B, n))
+            ref = stack_replies([env_command(e, "step", a) for e, a in zip(refs, acts, strict=True)])
+            out = fast.step_batch(acts)
+            for k in ("obs", "state", "avail_actions", "reward", "terminated", "indi_terminated"):
+                assert np.array_equal(np.asarray(ref[k]), np.asarray(out[k])), (t, k)
+                assert np.asarray(ref[k]).dtype == np.asarray(out[k]).dtype, k
+            assert ref["info"] == out["info"]
+    assert fast.get_env_info() == refs[0].get_env_info()
+
+
+def test_numpy_simple_spread_takes_only_what_it_reproduces():
+    from envs.mpe_batch import applies
+
+    assert applies(
+        {"scenario": "simple_spread_v3", "key": "", "max_cycles": 25, "seed": 1, "common_reward": True}
+    )
+    assert not applies({"scenario": "simple_adversary_v3"})
+    assert not applies({"scenario": "simple_spread_v3", "num_agent_neighbors": 2})
+    assert not applies({"scenario": "simple_spread_v3", "key": "mpe2.simple_spread_v3"})
+
+
+def test_vector_runs_with_and_without_the_numpy_port_log_the_same(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from envs.mpe_batch import SimpleSpreadBatch
+    from helpers import run_main, sacred_runs
+
+    steps = []
+    original = SimpleSpreadBatch.step_batch
+    monkeypatch.setattr(SimpleSpreadBatch, "step_batch", lambda self, a: steps.append(1) or original(self, a))
+    extra = ["runner=vector", "batch_size_run=4", "t_max=300", "test_nepisode=4"]
+    for flag in ("True", "False"):
+        before = len(steps)
+        assert run_main(tmp_path / flag, "qmix", extra=[*extra, f"numpy_mpe={flag}"]) == 0
+        assert (len(steps) > before) == (flag == "True")  # the port ran only when asked
+    metrics = []
+    for flag in ("True", "False"):
+        with open(os.path.join(sacred_runs(tmp_path / flag)[0], "metrics.json")) as f:
+            metrics.append(json.load(f))
+    a, b = metrics
+    assert {k: v["values"] for k, v in a.items()} == {k: v["values"] for k, v in b.items()}

@@ -111,9 +111,21 @@ VALIDATORS = {
     "vmas": _validate_vmas,
 }
 
-# Envs that step many copies as one batch (num_envs=B; reset_batch, step_batch): the vector runner
-# builds one such env instead of B instances.
-BATCHED = {"vmas"}
+
+def batched(env, env_args, numpy_mpe=True):
+    """A constructor of one env that steps many copies as one batch (num_envs=B; reset_batch,
+    step_batch), which the vector runner builds instead of B instances, or None: VMAS always;
+    MPE's simple_spread_v3 through its NumPy port (envs/mpe_batch.py, the same numbers as mpe2)
+    unless numpy_mpe is False."""
+    if env == "vmas":
+        return _vmas
+    if env in ("mpe", "pettingzoo") and numpy_mpe:
+        from envs import mpe_batch
+
+        if mpe_batch.applies(env_args):
+            return mpe_batch.SimpleSpreadBatch
+    return None
+
 
 # Envs whose save_replay() writes something (skirmish: an animated GIF; sc2: an SC2 replay).
 SAVES_REPLAYS = {"skirmish", "skirmish_v2", "sc2", "sc2v2"}

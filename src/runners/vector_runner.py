@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs import BATCHED
 from envs import REGISTRY as env_REGISTRY
+from envs import batched
 from runners.parallel_runner import STACKED, ParallelRunner, env_args_for, env_command, stack_replies
 
 
@@ -11,12 +11,15 @@ class VectorRunner(ParallelRunner):
     """batch_size_run envs stepped one after another in this process, acting for all of them in
     one forward pass: the parallel runner's episodes without its worker processes and pipes. For
     envs that step fast (MPE: about 0.3 ms), the pipes and process switches cost more than the
-    steps themselves; slow envs (StarCraft II) gain from the parallel runner's workers instead."""
+    steps themselves; slow envs (StarCraft II) gain from the parallel runner's workers instead.
+    Envs that can step all copies as one batch (VMAS; simple_spread_v3 through its NumPy port)
+    are built once with num_envs=batch_size_run."""
 
     def _start_envs(self, args):
-        self.batched = args.env in BATCHED  # one env of batch_size_run copies (VMAS)
+        make = batched(args.env, args.env_args, getattr(args, "numpy_mpe", True))
+        self.batched = make is not None  # one env of batch_size_run copies (VMAS, MPE's port)
         if self.batched:
-            self.envs = [env_REGISTRY[args.env](**{**env_args_for(args, 0), "num_envs": self.batch_size})]
+            self.envs = [make(**{**env_args_for(args, 0), "num_envs": self.batch_size})]
         else:
             self.envs = [env_REGISTRY[args.env](**env_args_for(args, i)) for i in range(self.batch_size)]
 
