@@ -386,9 +386,14 @@ def main(argv=None):
     skipped = df.attrs.get("skipped", {})
     if skipped:
         print(
-            "left out by --status: "
+            "left out: "
             + ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
-            + (" (DIED: killed without a record)" if "DIED" in skipped else ""),
+            + (" (DIED: killed without a record)" if "DIED" in skipped else "")
+            + (
+                " (SUPERSEDED: another run of the same sweep configuration completed)"
+                if "SUPERSEDED" in skipped
+                else ""
+            ),
             file=sys.stderr,
         )
     if df.empty:

@@ -214,6 +214,11 @@ def test_a_run_killed_without_a_record_is_reported_and_left_out(swept, tmp_path,
     info["status"], info["host"]["pid"] = "RUNNING", gone.pid
     with open(os.path.join(died, "run.json"), "w") as f:
         json.dump(info, f)
+    with open(os.path.join(died, "config.json")) as f:
+        config = json.load(f)
+    config["sweep_key"] = "another configuration"  # not superseded by a completed twin
+    with open(os.path.join(died, "config.json"), "w") as f:
+        json.dump(config, f)
     try:
         with pytest.warns(UserWarning):
             df = load_runs([str(root / "results" / "sacred")])
@@ -221,7 +226,7 @@ def test_a_run_killed_without_a_record_is_reported_and_left_out(swept, tmp_path,
         with pytest.warns(UserWarning):
             plot.main([str(root / "results"), "--metric", "test_return_mean", "--out", str(tmp_path / "f")])
         err = capsys.readouterr().err
-        assert "left out by --status: 1 DIED" in err
+        assert "left out: 1 DIED" in err
         import pandas as pd
 
         table = pd.read_csv(str(tmp_path / "f") + ".csv")
@@ -347,3 +352,25 @@ def test_reference_band_flags_runs_outside(swept, tmp_path, capsys):
     bad.write_text("t_env,low\n0,1\n")
     with pytest.raises(SystemExit, match=r"lacks column\(s\) \['high'\]"):
         plot.main([str(root / "results"), "--out", out, "--reference", str(bad)])
+
+
+def test_an_interrupted_sweep_run_is_superseded_by_its_completed_rerun(swept, tmp_path):
+    root, _ = swept
+    src = root / "results" / "sacred"
+    copy = tmp_path / "sacred"
+    shutil.copytree(src, copy)
+    runs = sorted(glob.glob(str(copy / "tiny" / "*" / "*" / "*" / "[0-9]*")))
+    for name in ("90", "91"):  # the fixture's broken and running copies
+        shutil.rmtree(os.path.join(os.path.dirname(runs[0]), name))
+    again = os.path.join(os.path.dirname(runs[0]), "95")
+    shutil.copytree(runs[0], again)  # the same sweep configuration, stopped part way
+    with open(os.path.join(again, "run.json")) as f:
+        info = json.load(f)
+    info["status"] = "INTERRUPTED"
+    with open(os.path.join(again, "run.json"), "w") as f:
+        json.dump(info, f)
+    df = load_runs([str(copy)])
+    assert df["run_dir"].nunique() == 4 and df.attrs["skipped"] == {"SUPERSEDED": 1}
+    shutil.rmtree(runs[0])  # without its completed twin it counts again
+    df = load_runs([str(copy)])
+    assert df["run_dir"].nunique() == 4 and "INTERRUPTED" in set(df["status"])

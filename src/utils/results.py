@@ -56,21 +56,33 @@ def read_run(path):
     return info, metrics
 
 
+ENDED_EARLY = ("INTERRUPTED", "FAILED", "DIED")
+
+
 def load_runs(folders, metrics=None, status=None):
     """Tidy DataFrame of every readable run under `folders`; unreadable runs are skipped with a
     warning. metrics: keep only these metric names; status: keep only runs with these statuses
-    (DIED: left RUNNING by a process that was killed). df.attrs["skipped"] counts the runs each
-    status filter left out."""
+    (DIED: left RUNNING by a process that was killed). A sweep run that ended early is left out
+    when another run of the same sweep configuration completed (SUPERSEDED).
+    df.attrs["skipped"] counts the runs each filter left out."""
     import pandas as pd
 
     if isinstance(folders, str):
         folders = [folders]
     rows, skipped = [], {}
+    runs = []
     for path in find_runs(folders):
         try:
-            info, run_metrics = read_run(path)
+            runs.append((path, *read_run(path)))
         except ValueError as e:
             warnings.warn(f"skipping unreadable run {e}", stacklevel=2)
+    # A sweep that re-runs an interrupted configuration leaves two records of it: once one of
+    # them completed, the ones that ended early are superseded (else one seed would count twice).
+    done = {(i.get("experiment"), i.get("sweep_key")) for _, i, _ in runs if i["status"] == "COMPLETED"}
+    for path, info, run_metrics in runs:
+        key = (info.get("experiment"), info.get("sweep_key"))
+        if info["status"] in ENDED_EARLY and info.get("sweep_key") and key in done:
+            skipped["SUPERSEDED"] = skipped.get("SUPERSEDED", 0) + 1
             continue
         if status is not None and info["status"] not in status:
             skipped[info["status"]] = skipped.get(info["status"], 0) + 1
