@@ -284,6 +284,8 @@ def test_pathing_and_terrain_height_features_follow_smacs_probe_points():
     env = SkirmishEnv(map_name="3m", seed=0, obs_pathing_grid=True, obs_terrain_height=True)
     assert env.get_env_info()["obs_shape"] == base.get_env_info()["obs_shape"] + 8 + 9
     assert env.get_obs_move_feats_size() == 4 + 8 + 9
+    layout = env.get_env_info()["obs_entities"]
+    assert layout[0]["dim"] == 21 and sum(e["count"] * e["dim"] for e in layout) == len(env.get_obs()[0])
     # 3m's strip: pathable for y in [8, 24); cliff level 1 for y in [7, 24], 0 elsewhere
     env.pos[0] = (10.3, 9.6)
     env._cache = None

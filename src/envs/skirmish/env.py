@@ -708,7 +708,11 @@ class SkirmishEnv(SmacHelpers, MultiAgentEnv):
         if not self.obs_timestep_number and self.obs_starcraft:
             info.update(
                 smac_entities(
-                    4, (self.n_enemies, self.nf_en), (self.n_agents - 1, self.nf_al), self.own_feats, 6
+                    self.move_feats,
+                    (self.n_enemies, self.nf_en),
+                    (self.n_agents - 1, self.nf_al),
+                    self.own_feats,
+                    self.n_actions_no_attack,
                 )
             )
         return info

@@ -22,7 +22,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from envs.multiagentenv import smac_entities
 from envs.skirmish import distributions as dist
 from envs.skirmish import sim, spawn, terrain
 from envs.skirmish.api import _Units
@@ -775,25 +774,7 @@ class SkirmishV2Env(SkirmishEnv):
         return None
 
     def get_env_info(self):
-        info = {
-            "state_shape": self.get_state_size(),
-            "obs_shape": self.obs_size,
-            "cap_shape": self._cap_size,
-            "n_actions": self.n_actions,
-            "n_agents": self.n_agents,
-            "n_enemies": self.n_enemies,
-            "episode_limit": self.episode_limit,
-            "agent_features": self.ally_state_attr_names,
-            "enemy_features": self.enemy_state_attr_names,
-        }
-        if self.obs_starcraft and not self.obs_timestep_number:
-            info.update(
-                smac_entities(
-                    self.move_feats,
-                    (self.n_enemies, self.nf_en),
-                    (self.n_agents - 1, self.nf_al),
-                    self.own_feats,
-                    self.n_actions_no_attack,
-                )
-            )
+        info = super().get_env_info()
+        info["obs_shape"] = self.obs_size  # SMACv2 counts the time feature where it appends it
+        info["cap_shape"] = self._cap_size
         return info
