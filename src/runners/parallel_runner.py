@@ -169,11 +169,16 @@ class ParallelRunner(RunnerBase):
             self.ps.append(p)
 
     # --- messaging --------------------------------------------------------------------------
-    def _recv(self, w):
+    def _recv(self, w, timeout=None):
+        """Worker w's reply; timeout (seconds): give up on a worker that does not answer."""
         conn, p = self.parent_conns[w], self.ps[w]
+        waited = 0.0
         while not conn.poll(1.0):
+            waited += 1.0
             if not p.is_alive():
                 raise EnvWorkerError(f"env worker {w} (pid {p.pid}) died with exit code {p.exitcode}")
+            if timeout is not None and waited >= timeout:
+                raise EnvWorkerError(f"env worker {w} (pid {p.pid}) did not answer in {timeout:.0f} s")
         try:
             status, data = conn.recv()
         except (EOFError, ConnectionResetError):
@@ -222,10 +227,10 @@ class ParallelRunner(RunnerBase):
         self.closed = True
         for w, p in enumerate(self.ps):
             if p.is_alive():
-                try:
+                try:  # bounded: after an interrupt a worker may be anywhere in its exchange
                     self._send(w, "close", [(j, None) for j in range(len(self.groups[w]))])
-                    self._recv(w)
-                except EnvWorkerError:
+                    self._recv(w, timeout=5.0)
+                except (EnvWorkerError, EOFError, OSError):
                     pass
         for p in self.ps:
             p.join(timeout=5.0)
