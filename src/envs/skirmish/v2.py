@@ -682,16 +682,10 @@ class SkirmishV2Env(SkirmishEnv):
         enemies[~self.alive[na:]] = 0
         return allies, enemies
 
-    def get_obs_size(self):
-        return self.obs_size
-
     def get_state_size(self):
         size = self.n_agents * self.nf_al_s + self.n_enemies * self.nf_en_s
         size += self.n_agents * self.n_actions * self.state_last_action
         return size + int(self.state_timestep_number)
-
-    def get_obs_move_feats_size(self):
-        return self.move_feats
 
     def get_obs_ally_capability_size(self):
         return self._cap_size
