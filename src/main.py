@@ -72,7 +72,13 @@ def die_with_parent():
     """Under a sweep (MARL_PARENT_PID set): a SIGTERM when the sweep dies, however it dies, so the
     run ends INTERRUPTED instead of running on as an orphan."""
     parent = os.environ.get("MARL_PARENT_PID")
-    if parent and not signal_on_parent_death(signal.SIGTERM, int(parent)):
+    if not parent:
+        return
+    # The sweep stops its runs with SIGINT. A sweep started in the background of a script has
+    # SIGINT ignored, and its runs inherit that; each run has its own session, so no terminal
+    # Ctrl-C can reach it, and listening again is safe.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not signal_on_parent_death(signal.SIGTERM, int(parent)):
         os.kill(os.getpid(), signal.SIGTERM)  # the sweep died before the request took effect
 
 

@@ -291,9 +291,17 @@ def start_run(tmp_path, *extra):
         "torch_threads=1",
         *extra,
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=listen_to_ctrl_c
+    )
     _started.append(proc)
     return proc
+
+
+def listen_to_ctrl_c():
+    """As a run in a terminal's foreground has it: the tests may themselves run in the background
+    of a script (as CI may), where SIGINT is ignored and a child inherits that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(predicate, timeout=60):
@@ -375,15 +383,12 @@ def test_ctrl_c_stops_a_sweep(tmp_path):
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(json.dumps(spec))
-    launch = (
-        "import os, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"
-    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", launch, os.path.join(SRC, "sweep.py"), str(path)],
+        [sys.executable, os.path.join(SRC, "sweep.py"), str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=listen_to_ctrl_c,
     )
     first = os.path.join(str(tmp_path), "sacred", "stop", "mpe", "simple_spread_v3", "qmix", "1")
     # run.json appears once the run is inside Sacred, whose handlers record the interrupt
@@ -395,6 +400,36 @@ def test_ctrl_c_stops_a_sweep(tmp_path):
         "sweep stop interrupted: 0 completed, 1 interrupted, 0 failed, "
         "2 not started (run the sweep again to go on)"
     ], err
+    runs = glob.glob(os.path.join(os.path.dirname(first), "[0-9]*"))
+    assert len(runs) == 1 and read(runs[0], "run.json")["status"] == "INTERRUPTED"
+
+
+def test_a_background_sweep_stops_its_runs_on_sigterm(tmp_path):
+    # Started in the background of a script, the sweep and its runs have SIGINT ignored; the sweep
+    # still stops its run with SIGINT, and the run still ends INTERRUPTED.
+    spec = {
+        "experiment": "bg",
+        "config": "qmix",
+        "env_config": "mpe",
+        "seeds": [1, 2],
+        "workers": 1,
+        "overrides": {"t_max": 10000000, "local_results_path": str(tmp_path)},
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(spec))
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(SRC, "sweep.py"), str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    first = os.path.join(str(tmp_path), "sacred", "bg", "mpe", "simple_spread_v3", "qmix", "1")
+    assert wait_for(lambda: os.path.exists(os.path.join(first, "run.json")))
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "1 interrupted" in err, err
     runs = glob.glob(os.path.join(os.path.dirname(first), "[0-9]*"))
     assert len(runs) == 1 and read(runs[0], "run.json")["status"] == "INTERRUPTED"
 
