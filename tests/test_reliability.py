@@ -390,6 +390,7 @@ def test_ctrl_c_stops_a_sweep(tmp_path):
         text=True,
         preexec_fn=listen_to_ctrl_c,
     )
+    _started.append(proc)
     first = os.path.join(str(tmp_path), "sacred", "stop", "mpe", "simple_spread_v3", "qmix", "1")
     # run.json appears once the run is inside Sacred, whose handlers record the interrupt
     assert wait_for(lambda: os.path.exists(os.path.join(first, "run.json")))
@@ -424,6 +425,7 @@ def test_a_background_sweep_stops_its_runs_on_sigterm(tmp_path):
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
+    _started.append(proc)  # its run ends with it
     first = os.path.join(str(tmp_path), "sacred", "bg", "mpe", "simple_spread_v3", "qmix", "1")
     assert wait_for(lambda: os.path.exists(os.path.join(first, "run.json")))
     proc.send_signal(signal.SIGTERM)

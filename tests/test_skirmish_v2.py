@@ -400,6 +400,32 @@ def test_epo_holder_is_the_first_agent_of_the_processing_order_that_sees_the_ene
         assert env.enemy_tags[j] == first
 
 
+def ally_rows(env, obs):
+    start = 4 + 5 * 9
+    return np.asarray(obs[start : start + 4 * env.nf_al]).reshape(4, env.nf_al)
+
+
+def test_fully_observable_ignores_sight_for_one_call_or_for_every_call():
+    # each agent sees the enemy in its row (9 away) and the allies next to it (7 away)
+    env = spread_scene(x=17, sim={"enemy_obs_mode": "per_row"})
+    part = env.get_obs_agent(0)
+    assert enemy_rows(env, 0).any(1).tolist() == [1, 0, 0, 0, 0]
+    assert ally_rows(env, part)[:, 0].tolist() == [1, 0, 0, 0]
+    full = env.get_obs_agent(0, fully_observable=True)
+    rows = np.asarray(full[4 : 4 + 5 * 9]).reshape(5, 9)
+    assert rows.any(1).all() and np.allclose(rows[4, 1] * env.sight[0], np.hypot(9, 28), atol=1e-4)
+    assert ally_rows(env, full)[:, 0].tolist() == [1, 1, 1, 1]
+    assert np.array_equal(env.get_obs_agent(0), part)  # one call leaves the next observations alone
+    every = spread_scene(x=17, fully_observable=True, sim={"enemy_obs_mode": "per_row"})
+    every.get_obs()  # the first observation tags the enemies (whose grants count from the next)
+    for e in (env, every):
+        e.step([1] * 5)
+    assert np.array_equal(every.get_obs()[0], env.get_obs_agent(0, fully_observable=True))
+    # as in SMACv2, an enemy that no agent has seen yet stays hidden: its EPO tag is unset
+    far = spread_scene(x=31, fully_observable=True, sim={"enemy_obs_mode": "per_row"})
+    assert not enemy_rows(far, 0).any() and ally_rows(far, far.get_obs()[0])[:, 0].all()
+
+
 def test_smacv2_mode_wipes_the_whole_enemy_block_when_the_last_enemy_is_unseen():
     env = make("protoss_5_vs_5", attack_jitter=False, sim_options={"reset_preroll_loops": 0})
     cfg = {

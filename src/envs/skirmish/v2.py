@@ -558,24 +558,32 @@ class SkirmishV2Env(SkirmishEnv):
         return h
 
     def get_obs(self):
-        if self._cache_ok("obs"):
-            return list(self._cache["obs"])
+        if not self._cache_ok("obs"):
+            self._store("obs", self._build_obs(self.fully_observable))
+        return list(self._cache["obs"])
+
+    def get_obs_agent(self, agent_id, fully_observable=False):
+        """As SMACv2's: fully_observable ignores sight ranges (not EPO's tags) for this call."""
+        if fully_observable and not self.fully_observable:
+            return self._build_obs(True)[agent_id]
+        return self.get_obs()[agent_id]
+
+    def _build_obs(self, fully_observable):
         na, ne = self.n_agents, self.n_enemies
         alive_a = self.alive[:na]
         tstep = np.full((na, 1), self._episode_steps / self.episode_limit, np.float32)
         if not self.obs_starcraft:
-            self._store("obs", tstep)
-            return list(tstep)
+            return tstep
         rel, d = self._geometry()
         s = self.sight[:, None]
         obs = np.zeros((na, self.obs_size), np.float32)
         obs[:, : self.move_feats] = self._move_obs()
-        # enemies
-        seen = self._seen(slice(na, self.n))
-        if self.fully_observable:
-            seen = seen | self.alive[na:][None, :]
-        seen &= alive_a[:, None]
-        keep = self._epo(seen) & seen & self.alive[na:][None, :]
+        # enemies; EPO tags follow sight even when fully observable, as in SMACv2
+        seen = self._seen(slice(na, self.n)) & alive_a[:, None]
+        allowed = self._epo(seen)
+        if fully_observable:
+            seen = seen | (self.alive[na:][None, :] & alive_a[:, None])
+        keep = allowed & seen & self.alive[na:][None, :]
         en = np.zeros((na, ne, self.nf_en))
         true = self._target_flags(True)
         k = min(true.shape[1], ne)
@@ -599,7 +607,7 @@ class SkirmishV2Env(SkirmishEnv):
         o = self._others
         al = np.zeros((na, na - 1, self.nf_al))
         rows = self._rows
-        vis = self._seen(slice(0, na))[rows, o] | self.fully_observable
+        vis = self._seen(slice(0, na))[rows, o] | fully_observable
         vis &= alive_a[o] & alive_a[:, None]
         al[..., 0] = 1.0
         al[..., 1] = d[rows, o] / s
@@ -644,11 +652,7 @@ class SkirmishV2Env(SkirmishEnv):
         obs[~alive_a] = 0.0
         if self.obs_timestep_number:
             obs[:, -1] = tstep[:, 0]
-        self._store("obs", obs)
-        return list(obs)
-
-    def get_obs_agent(self, agent_id, fully_observable=False):
-        return self.get_obs()[agent_id]
+        return obs
 
     def _unit_state(self):
         na = self.n_agents
