@@ -651,6 +651,21 @@ def test_enemies_hunt_the_nearest_agent_and_keep_it():
     assert (moved > 3).all()
 
 
+def test_an_enemy_medivac_stays_with_the_nearest_hunter_not_between_the_groups():
+    env = make("terran_5_vs_5", attack_jitter=False, sim_options={"reset_preroll_loops": 0})
+    cfg = {
+        "team_gen": {"ally_team": ["marine"] * 5, "enemy_team": ["marine"] * 4 + ["medivac"]},
+        "ally_start_positions": {"item": [(2, 31), (7, 31), (31, 2), (31, 7), (16, 2)]},
+        "enemy_start_positions": {"item": [(4, 28), (5, 28), (28, 4), (28, 5), (9, 24)]},
+    }
+    env.reset(cfg)
+    for _ in range(4):
+        env.step([1] * 5)
+    marines = env.pos[5:9][env.alive[5:9]]
+    gap = np.hypot(*(marines - env.pos[9]).T)
+    assert gap.min() < 1.5 and np.hypot(*(marines.mean(0) - env.pos[9])) > 8
+
+
 def test_random_play_rarely_wins_and_focus_fire_wins_more():
     def play(policy, episodes=20):
         env = make("protoss_5_vs_5", seed=11)

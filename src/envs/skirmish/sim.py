@@ -294,11 +294,18 @@ def run_loops(
             elif ints[i, KIND] == K_MEDIVAC:  # follow the army
                 cx = cy = 0.0
                 k = 0
+                near = math.inf
                 for j in range(n):
                     if alive[j] and ints[j, TEAM] == team and ints[j, KIND] != K_MEDIVAC:
-                        cx += pos[j, 0]
-                        cy += pos[j, 1]
-                        k += 1
+                        if modes[team] == HUNT:
+                            # hunters scatter over the map: stay with the nearest one, not between them
+                            dj = math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1])
+                            if dj < near:
+                                near, cx, cy, k = dj, pos[j, 0], pos[j, 1], 1
+                        else:
+                            cx += pos[j, 0]
+                            cy += pos[j, 1]
+                            k += 1
                 if k > 0 and math.hypot(cx / k - pos[i, 0], cy / k - pos[i, 1]) > ARRIVE:
                     moving[i] = True
                     dest[i, 0], dest[i, 1] = cx / k, cy / k
