@@ -372,12 +372,13 @@ def test_run_status_tells_dead_runs_apart():
     assert run_status({"status": "COMPLETED"}) == "COMPLETED"
 
 
-def test_ctrl_c_stops_a_sweep(tmp_path):
+def start_sweep(tmp_path, experiment, seeds, preexec_fn):
+    """A sweep of endless QMIX runs -> (process, folder of its first run)."""
     spec = {
-        "experiment": "stop",
+        "experiment": experiment,
         "config": "qmix",
         "env_config": "mpe",
-        "seeds": [1, 2, 3],
+        "seeds": seeds,
         "workers": 1,
         "overrides": {"t_max": 10000000, "local_results_path": str(tmp_path)},
     }
@@ -388,12 +389,22 @@ def test_ctrl_c_stops_a_sweep(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=listen_to_ctrl_c,
+        preexec_fn=preexec_fn,
     )
-    _started.append(proc)
-    first = os.path.join(str(tmp_path), "sacred", "stop", "mpe", "simple_spread_v3", "qmix", "1")
+    _started.append(proc)  # its runs end with it
+    first = os.path.join(str(tmp_path), "sacred", experiment, "mpe", "simple_spread_v3", "qmix", "1")
     # run.json appears once the run is inside Sacred, whose handlers record the interrupt
     assert wait_for(lambda: os.path.exists(os.path.join(first, "run.json")))
+    return proc, first
+
+
+def only_run_interrupted(first):
+    runs = glob.glob(os.path.join(os.path.dirname(first), "[0-9]*"))
+    assert len(runs) == 1 and read(runs[0], "run.json")["status"] == "INTERRUPTED"
+
+
+def test_ctrl_c_stops_a_sweep(tmp_path):
+    proc, first = start_sweep(tmp_path, "stop", [1, 2, 3], listen_to_ctrl_c)
     proc.send_signal(signal.SIGINT)  # one Ctrl-C
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -401,39 +412,19 @@ def test_ctrl_c_stops_a_sweep(tmp_path):
         "sweep stop interrupted: 0 completed, 1 interrupted, 0 failed, "
         "2 not started (run the sweep again to go on)"
     ], err
-    runs = glob.glob(os.path.join(os.path.dirname(first), "[0-9]*"))
-    assert len(runs) == 1 and read(runs[0], "run.json")["status"] == "INTERRUPTED"
+    only_run_interrupted(first)
 
 
 def test_a_background_sweep_stops_its_runs_on_sigterm(tmp_path):
     # Started in the background of a script, the sweep and its runs have SIGINT ignored; the sweep
     # still stops its run with SIGINT, and the run still ends INTERRUPTED.
-    spec = {
-        "experiment": "bg",
-        "config": "qmix",
-        "env_config": "mpe",
-        "seeds": [1, 2],
-        "workers": 1,
-        "overrides": {"t_max": 10000000, "local_results_path": str(tmp_path)},
-    }
-    path = tmp_path / "sweep.yaml"
-    path.write_text(json.dumps(spec))
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(SRC, "sweep.py"), str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    _started.append(proc)  # its run ends with it
-    first = os.path.join(str(tmp_path), "sacred", "bg", "mpe", "simple_spread_v3", "qmix", "1")
-    assert wait_for(lambda: os.path.exists(os.path.join(first, "run.json")))
+    ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
+    proc, first = start_sweep(tmp_path, "bg", [1, 2], ignore)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "1 interrupted" in err, err
-    runs = glob.glob(os.path.join(os.path.dirname(first), "[0-9]*"))
-    assert len(runs) == 1 and read(runs[0], "run.json")["status"] == "INTERRUPTED"
+    only_run_interrupted(first)
 
 
 # --- messages and progress ---------------------------------------------------------------------
