@@ -242,6 +242,7 @@ def run_ray(jobs, address):
 
         env = dict(_os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
+        env["MARL_PARENT_PID"] = str(_os.getpid())  # as locally: the run ends if its Ray worker dies
         _os.makedirs(_os.path.dirname(log), exist_ok=True)
         with open(log, "w") as f:
             p = _subprocess.Popen(cmd, stdout=f, stderr=_subprocess.STDOUT, env=env, cwd=cwd)
