@@ -372,6 +372,12 @@ def to_marl_eval(df, metric):
     return out
 
 
+SKIP_REASONS = {
+    "DIED": "killed without a record",
+    "SUPERSEDED": "another run of the same sweep configuration completed",
+}
+
+
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     import matplotlib
@@ -388,12 +394,7 @@ def main(argv=None):
         print(
             "left out: "
             + ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
-            + (" (DIED: killed without a record)" if "DIED" in skipped else "")
-            + (
-                " (SUPERSEDED: another run of the same sweep configuration completed)"
-                if "SUPERSEDED" in skipped
-                else ""
-            ),
+            + "".join(f" ({k}: {why})" for k, why in SKIP_REASONS.items() if k in skipped),
             file=sys.stderr,
         )
     if df.empty:

@@ -295,10 +295,10 @@ def run_loops(
                 cx = cy = 0.0
                 k = 0
                 near = math.inf
+                hunt = modes[team] == HUNT  # hunters scatter: stay with the nearest, not between them
                 for j in range(n):
                     if alive[j] and ints[j, TEAM] == team and ints[j, KIND] != K_MEDIVAC:
-                        if modes[team] == HUNT:
-                            # hunters scatter over the map: stay with the nearest one, not between them
+                        if hunt:
                             dj = math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1])
                             if dj < near:
                                 near, cx, cy, k = dj, pos[j, 0], pos[j, 1], 1

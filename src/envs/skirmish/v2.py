@@ -580,10 +580,7 @@ class SkirmishV2Env(SkirmishEnv):
         obs[:, : self.move_feats] = self._move_obs()
         # enemies; EPO tags follow sight even when fully observable, as in SMACv2
         seen = self._seen(slice(na, self.n)) & alive_a[:, None]
-        allowed = self._epo(seen)
-        if fully_observable:
-            seen = seen | (self.alive[na:][None, :] & alive_a[:, None])
-        keep = allowed & seen & self.alive[na:][None, :]
+        keep = self._epo(seen) & (alive_a[:, None] if fully_observable else seen) & self.alive[na:][None, :]
         en = np.zeros((na, ne, self.nf_en))
         true = self._target_flags(True)
         k = min(true.shape[1], ne)
