@@ -136,6 +136,8 @@ def apply_override(config, defaults, key, raw):
         raise ConfigError(unknown_key_message(key, _all_keys(config)))
     # The type comes from default.yaml where it sets the key, else from the env/alg file.
     basis = basis_node[leaf] if isinstance(basis_node, dict) and leaf in basis_node else node[leaf]
+    if value is None and isinstance(basis, str):  # a string key whose choices include the name 'none'
+        value = "none"
     node[leaf] = coerce(key, value, basis)
 
 
@@ -165,6 +167,17 @@ def load_config(argv):
     config = copy.deepcopy(defaults)
     for cfg in (env_cfg, alg_cfg):
         recursive_update(config, cfg)
+    if env_cfg.get("runner") == "vector" and alg_cfg.get("runner") == "parallel":
+        # an env that batches its copies natively (VMAS) keeps its one-process runner over an
+        # algorithm's worker processes; runner=parallel on the command line still wins
+        config["runner"] = "vector"
+        if not any(key == "runner" for key, _ in overrides):
+            print(
+                f"note: --env-config={env_name} steps its envs as one batch: runner=vector instead of "
+                f"{alg_name}.yaml's runner=parallel (batch_size_run={config['batch_size_run']} copies "
+                "in one process)",
+                file=sys.stderr,
+            )
     for key, raw in overrides:
         apply_override(config, defaults, key, raw)
     config["alg_config"] = alg_name
@@ -354,7 +367,8 @@ def validate(config, defaults=None):
                 file=sys.stderr,
             )
             config["transition_batch_size"] = 0
-    if config["buffer_size"] < config["batch_size"]:
+    # on-policy learners train on the episodes just played and allocate no buffer
+    if not le_REGISTRY[config["learner"]].on_policy and config["buffer_size"] < config["batch_size"]:
         raise ConfigError(
             f"buffer_size={config['buffer_size']} must be at least batch_size={config['batch_size']}"
         )

@@ -55,6 +55,31 @@ def test_types_are_coerced():
     assert cfg["use_tensorboard"] is True and cfg["mixer"] is None and cfg["seed"] == 7
 
 
+def test_none_is_a_name_for_string_keys():
+    # value_norm's choices include the name 'none'; the command line's none must not become null
+    cfg = load_config(["--config=mappo", "with", "value_norm=none", "advantage_norm=None"])
+    assert cfg["value_norm"] == "none" and cfg["advantage_norm"] == "none"
+    with pytest.raises(ConfigError, match="unknown squash 'none'"):
+        load_config(["--config=mappo", "with", "squash=none"])
+
+
+def test_on_policy_batches_need_no_replay_buffer():
+    # mappo keeps buffer_size: 10; 60 episodes per update allocate no buffer, so they are fine
+    assert load_config(["--config=mappo", "with", "batch_size_run=60", "batch_size=60"])["batch_size"] == 60
+    with pytest.raises(ConfigError, match="buffer_size=10 must be at least batch_size=60"):
+        load_config(["with", "buffer_size=10", "batch_size=60"])
+
+
+def test_vmas_keeps_its_vector_runner_over_an_algorithms_parallel_one(capsys):
+    # mappo.yaml asks for 10 worker processes; VMAS steps its copies as one batch in one process
+    cfg = load_config(["--config=mappo", "--env-config=vmas"])
+    assert cfg["runner"] == "vector" and cfg["batch_size_run"] == 10
+    assert "runner=vector instead of mappo.yaml's runner=parallel" in capsys.readouterr().err
+    cfg = load_config(["--config=mappo", "--env-config=vmas", "with", "runner=parallel"])
+    assert cfg["runner"] == "parallel"
+    assert load_config(["--config=mappo", "--env-config=mpe"])["runner"] == "parallel"
+
+
 def test_test_nepisode_rounded_to_runner_batches():
     cfg = load_config(["with", "runner=parallel", "batch_size_run=4", "test_nepisode=10"])
     assert cfg["test_nepisode"] == 8
