@@ -171,3 +171,23 @@ def test_agent_group_routes_each_row_to_its_network(agent):
     out[nets == 3].sum().backward()
     grads = [any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.parameters()) for a in group.agents]
     assert grads == [False, False, False, True]
+
+
+@pytest.mark.parametrize("activation,fn", [("relu", torch.relu), ("tanh", torch.tanh)])
+def test_mlp_activation_for_the_agent_and_the_critics(activation, fn):
+    from modules.critics.batched_mlp import BatchedMLP
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 2, 5)
+    agent = agent_REGISTRY["mlp"](5, make_args(n_actions=3, hidden_dim=8, mlp_activation=activation))
+    h = fn(agent.fc2(fn(agent.fc1(x))))
+    assert torch.allclose(agent(x)[0], agent.fc3(h), atol=1e-6)
+    for n_nets in (1, 4):  # one shared net, and one per agent as a batched product
+        net = BatchedMLP(n_nets, (5, 8, 8, 1), activation)
+        inp = torch.randn(3, 2, 4, 5)
+        w, b = net.weights, net.biases
+        k = torch.arange(4) % n_nets  # the net of each agent
+        h = fn(torch.einsum("btnd,nde->btne", inp, w[0][k]) + b[0][k, 0])
+        h = fn(torch.einsum("btnd,nde->btne", h, w[1][k]) + b[1][k, 0])
+        ref = torch.einsum("btnd,nde->btne", h, w[2][k]) + b[2][k, 0]
+        assert torch.allclose(net(inp), ref, atol=1e-5)

@@ -30,7 +30,11 @@ class _PerAgentCritic(BatchedMLP):
         self.input_shape = self.featureflat_size(scheme, args) + (self.n_agents if self.with_id else 0)
         h = args.critic_hidden_dim
         n_out = self.n_actions if self.per_action else 1
-        super().__init__(1 if args.agent_param_sharing else self.n_agents, (self.input_shape, h, h, n_out))
+        super().__init__(
+            1 if args.agent_param_sharing else self.n_agents,
+            (self.input_shape, h, h, n_out),
+            args.mlp_activation,
+        )
 
     def featureflat_size(self, scheme, args):
         raise NotImplementedError

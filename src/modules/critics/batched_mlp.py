@@ -2,7 +2,8 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from modules.activations import ACTIVATIONS
 
 
 def flat_size(vshape: int | tuple) -> int:
@@ -11,15 +12,16 @@ def flat_size(vshape: int | tuple) -> int:
 
 
 class BatchedMLP(nn.Module):
-    """n_nets MLPs (ReLU between layers) over per-agent inputs [B, T, N, in] -> [B, T, N, out].
+    """n_nets MLPs (ReLU or tanh between layers) over per-agent inputs [B, T, N, in] -> [B, T, N, out].
 
     One net (n_nets = 1) serves every agent with plain matrix products; with one net per agent
     (n_nets = N) the N nets run as one batched matrix product per layer (weights [N, in, out]),
     never as a loop over agents. nn.Linear's default initialisation."""
 
-    def __init__(self, n_nets: int, sizes: tuple[int, ...]) -> None:
+    def __init__(self, n_nets: int, sizes: tuple[int, ...], activation: str = "relu") -> None:
         super().__init__()
         self.shared = n_nets == 1
+        self.act = ACTIVATIONS[activation]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
@@ -48,10 +50,10 @@ class BatchedMLP(nn.Module):
             x = inputs.reshape(-1, d)
             for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
                 x = torch.addmm(b[0], x, w[0])
-                x = F.relu(x) if i < last else x
+                x = self.act(x) if i < last else x
             return x.view(*lead, n, -1)
         x = inputs.reshape(-1, n, d).transpose(0, 1)  # [N, rows, in]: one slice per net
         for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             x = torch.baddbmm(b, x, w)
-            x = F.relu(x) if i < last else x
+            x = self.act(x) if i < last else x
         return x.transpose(0, 1).reshape(*lead, n, -1)

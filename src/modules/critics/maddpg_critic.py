@@ -20,7 +20,9 @@ class MADDPGCritic(BatchedMLP):
         self.individual_obs = args.critic_individual_obs
         self.input_shape = self.get_input_shape(scheme, args)
         h = args.critic_hidden_dim
-        super().__init__(1 if args.agent_param_sharing else self.n_agents, (self.input_shape, h, h, 1))
+        super().__init__(
+            1 if args.agent_param_sharing else self.n_agents, (self.input_shape, h, h, 1), args.mlp_activation
+        )
         self._ids = None
 
     @staticmethod
