@@ -52,6 +52,24 @@ def test_rewards_per_agent_and_team():
     assert mean.step(a)[0] == pytest.approx(float(np.mean(ind2.step(a)[0])))
 
 
+def test_last_step_info_sums_the_scenarios_reward_parts():
+    # navigation's reward is pos_rew + final_rew + agent_collisions per agent (shared_rew=False);
+    # the last step's info carries each part summed over the episode, averaged over agents
+    e = env(num_envs=8, continuous_actions=True, common_reward=False, shared_rew=False, agent_radius=0.3)
+    total = np.zeros((8, 3))
+    obs = e.reset_batch()["obs"]
+    for t in range(6):  # everyone heads for the centre at full force, so they collide
+        out = e.step_batch(np.clip(-5 * obs[..., :2], -1, 1))
+        obs = out["obs"]
+        total += out["reward"]
+        if t < 5:
+            assert set(out["info"][0]) == {"episode_limit"}
+    parts = [sum(info[k] for k in ("pos_rew", "final_rew", "agent_collisions")) for info in out["info"]]
+    assert np.allclose(parts, total.mean(1), atol=1e-5)
+    assert any(info["agent_collisions"] < 0 for info in out["info"])
+    assert e.reset_batch() and e._info_sums == {}
+
+
 def test_time_limit_is_a_cut_and_scenario_done_a_termination(monkeypatch):
     e = env()
     for t in range(6):

@@ -7,8 +7,10 @@ runners use num_envs=1 through the MultiAgentEnv methods; the vector runner make
 batch_size_run copies and calls reset_batch/step_batch, so B envs cost one simulator call per
 step (the point of VMAS). Observations are zero-padded to the largest agent's size; the state is
 all of them concatenated; every action is available. An episode ends when the scenario says done
-(terminated) or after max_steps (a time-limit cut). Any env_args key the wrapper does not know
-goes to the scenario (its make_world kwargs), e.g. env_args.n_agents=4."""
+(terminated) or after max_steps (a time-limit cut); its last step's info holds the episode's sum
+of each scalar the scenario reports per agent (mean over agents), logged as <key>_mean. Any
+env_args key the wrapper does not know goes to the scenario (its make_world kwargs), e.g.
+env_args.n_agents=4."""
 
 import contextlib
 
@@ -149,7 +151,17 @@ class VMASEnv(PerAgentSpacesEnv):
             obs = self.env.reset()
         self._set_obs(obs)
         self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
+        self._info_sums = {}
         return self._data()
+
+    def _add_infos(self, infos):
+        """Sum over the episode each scalar the scenario reports per agent and step (navigation:
+        pos_rew, final_rew, agent_collisions), averaged over the agents that report it."""
+        for key in {k for info in infos for k in info}:
+            vals = [info[key] for info in infos if key in info and info[key].numel() == self.num_envs]
+            if vals:
+                mean = torch.stack([v.reshape(-1).float() for v in vals]).mean(0).cpu().numpy()
+                self._info_sums[key] = self._info_sums.get(key, 0.0) + mean
 
     def step_batch(self, actions):
         """actions [E, N] (discrete) or [E, N, A] (continuous) for every copy -> the data after
@@ -161,8 +173,9 @@ class VMASEnv(PerAgentSpacesEnv):
         else:
             per_agent = [actions[:, i].long().reshape(-1) for i in range(self.n_agents)]
         with self._own_rng():
-            obs, rewards, terminated, truncated, _ = self.env.step(per_agent)
+            obs, rewards, terminated, truncated, infos = self.env.step(per_agent)
         self._set_obs(obs)
+        self._add_infos(infos)
         reward = (
             torch.stack([r.reshape(-1) for r in rewards], dim=1).detach().cpu().numpy().astype(np.float32)
         )
@@ -177,6 +190,8 @@ class VMASEnv(PerAgentSpacesEnv):
             indi_terminated=np.repeat(term[:, None], self.n_agents, axis=1).astype(np.uint8),
             info=[{"episode_limit": bool(c)} for c in cut],
         )
+        for i in np.flatnonzero(term | cut):  # an episode's last step: its sums of the scenario's infos
+            out["info"][i].update({k: float(v[i]) for k, v in self._info_sums.items()})
         return out
 
     # --- one env (episode and parallel runners) ---------------------------------------------
