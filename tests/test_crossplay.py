@@ -2,7 +2,9 @@
 with the controller of its own checkpoint, whatever algorithm trained it."""
 
 import glob
+import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -152,6 +154,20 @@ def test_crossplay_loads_each_team_from_its_own_checkpoint(checkpoints, monkeypa
     assert metrics["test_good_return_mean"]["values"] == pytest.approx(
         metrics["test_agent1_return_mean"]["values"]
     )
+
+
+def test_checkpoints_saved_before_a_new_config_key_still_play(checkpoints, tmp_path):
+    # a key added to default.yaml later (here mlp_activation) takes its default
+    tmp, maddpg_dir, iql_dir = checkpoints
+    old = tmp_path / "old_maddpg"
+    shutil.copytree(maddpg_dir, old)
+    for meta_path in glob.glob(str(old / "*" / "meta.json")):
+        with open(meta_path) as f:
+            meta = json.load(f)
+        del meta["config"]["mlp_activation"]
+        with open(meta_path, "w") as f:
+            json.dump(meta, f)
+    assert main.main(crossplay_argv(tmp_path, old, iql_dir)) == 0
 
 
 def test_bad_team_keys_are_refused(checkpoints, capsys):

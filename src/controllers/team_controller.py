@@ -64,7 +64,11 @@ def saved_config(folder):
             f"checkpoint {folder!r} holds no config (saved by an older version); cross-play "
             "rebuilds each team's controller from it: save the run again"
         )
-    return meta["config"]
+    # keys added to default.yaml after the run was saved take their defaults, which keep the
+    # behaviour the run was trained with
+    from config import CONFIG_DIR, load_yaml
+
+    return {**load_yaml(os.path.join(CONFIG_DIR, "default.yaml")), **meta["config"]}
 
 
 class TeamMAC:
