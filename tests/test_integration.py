@@ -13,12 +13,15 @@ from helpers import METRICS, assert_trains, brief_training_argv, read, run_main,
 @pytest.mark.parametrize("alg", available("algs"))
 def test_every_algorithm_config_trains(tmp_path, alg):
     # Every file in config/algs/, without a list to keep up to date: a short run on MPE that
-    # completes, logs a finite loss and changes the agent network. Configs with parallel runners
-    # play 2 envs at a time (on-policy learners train on multiples of it).
+    # completes, logs a finite loss and changes the agent network. Configs with parallel or
+    # vector runners play 2 envs at a time (on-policy learners train on multiples of it), in at
+    # most 2 minibatches of the 2 episodes.
     from config import CONFIG_DIR, load_yaml
 
-    parallel = load_yaml(os.path.join(CONFIG_DIR, "algs", f"{alg}.yaml")).get("runner") == "parallel"
-    extra = ["batch_size_run=2"] if parallel else []
+    cfg = load_yaml(os.path.join(CONFIG_DIR, "algs", f"{alg}.yaml"))
+    extra = ["batch_size_run=2"] if cfg.get("runner") in ("parallel", "vector") else []
+    if cfg.get("num_mini_batch", 1) > 2:
+        extra.append("num_mini_batch=2")
     assert_trains(tmp_path, brief_training_argv(alg, "transformer_n_layers=1", *extra))
 
 
