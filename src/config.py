@@ -136,7 +136,7 @@ def apply_override(config, defaults, key, raw):
         raise ConfigError(unknown_key_message(key, _all_keys(config)))
     # The type comes from default.yaml where it sets the key, else from the env/alg file.
     basis = basis_node[leaf] if isinstance(basis_node, dict) and leaf in basis_node else node[leaf]
-    if value is None and isinstance(basis, str):  # a string key whose choices include the name 'none'
+    if value is None and isinstance(basis, str):  # none names a choice (value_norm=none), not null
         value = "none"
     node[leaf] = coerce(key, value, basis)
 
@@ -158,10 +158,15 @@ def _all_keys(config, prefix=""):
     return keys
 
 
+def load_defaults():
+    """default.yaml: every key with its default."""
+    return load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+
+
 def load_config(argv):
     """Parse the command line and return the merged, validated config dict."""
     alg_name, env_name, overrides = parse_argv(argv)
-    defaults = load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+    defaults = load_defaults()
     env_cfg = load_named("envs", env_name, "--env-config")
     alg_cfg = load_named("algs", alg_name, "--config")
     config = copy.deepcopy(defaults)
@@ -174,8 +179,7 @@ def load_config(argv):
         if not any(key == "runner" for key, _ in overrides):
             print(
                 f"note: --env-config={env_name} steps its envs as one batch: runner=vector instead of "
-                f"{alg_name}.yaml's runner=parallel (batch_size_run={config['batch_size_run']} copies "
-                "in one process)",
+                f"{alg_name}.yaml's runner=parallel (all copies in one process)",
                 file=sys.stderr,
             )
     for key, raw in overrides:
@@ -339,7 +343,7 @@ def validate(config, defaults=None):
         registry[config[key]]
     if config["mixer"] is not None:
         mixer_REGISTRY[config["mixer"]]
-    defaults = defaults if defaults is not None else load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+    defaults = defaults if defaults is not None else load_defaults()
     for key, spec in key_specs().items():
         if key in config:
             config[key] = spec.check(key, config[key], defaults.get(key))

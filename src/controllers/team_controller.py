@@ -66,9 +66,9 @@ def saved_config(folder):
         )
     # keys added to default.yaml after the run was saved take their defaults, which keep the
     # behaviour the run was trained with
-    from config import CONFIG_DIR, load_yaml
+    from config import load_defaults
 
-    return {**load_yaml(os.path.join(CONFIG_DIR, "default.yaml")), **meta["config"]}
+    return {**load_defaults(), **meta["config"]}
 
 
 class TeamMAC:

@@ -159,8 +159,8 @@ class VMASEnv(PerAgentSpacesEnv):
         pos_rew, final_rew, agent_collisions), averaged over the agents that report it."""
         for key in {k for info in infos for k in info}:
             vals = [info[key] for info in infos if key in info and info[key].numel() == self.num_envs]
-            if vals:
-                mean = torch.stack([v.reshape(-1).float() for v in vals]).mean(0).cpu().numpy()
+            if vals:  # kept on VMAS's device; read once, when an episode ends
+                mean = torch.stack([v.reshape(-1).float() for v in vals]).mean(0)
                 self._info_sums[key] = self._info_sums.get(key, 0.0) + mean
 
     def step_batch(self, actions):
@@ -190,8 +190,11 @@ class VMASEnv(PerAgentSpacesEnv):
             indi_terminated=np.repeat(term[:, None], self.n_agents, axis=1).astype(np.uint8),
             info=[{"episode_limit": bool(c)} for c in cut],
         )
-        for i in np.flatnonzero(term | cut):  # an episode's last step: its sums of the scenario's infos
-            out["info"][i].update({k: float(v[i]) for k, v in self._info_sums.items()})
+        ended = np.flatnonzero(term | cut)
+        if len(ended):  # an episode's last step: its sums of the scenario's infos
+            sums = {k: v.cpu().numpy() for k, v in self._info_sums.items()}
+            for i in ended:
+                out["info"][i].update({k: float(v[i]) for k, v in sums.items()})
         return out
 
     # --- one env (episode and parallel runners) ---------------------------------------------
