@@ -1,6 +1,7 @@
 """Builds env info, scheme, buffer, controller and learner from the config; the training loop."""
 
 import gc
+import json
 import os
 import random
 import time
@@ -14,7 +15,7 @@ from components.transforms import OneHot
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
 from runners import REGISTRY as r_REGISTRY
-from utils.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, save_checkpoint
 from utils.errors import ConfigError
 from utils.logger import Logger, Progress, get_console_logger
 from utils.values import plain_config
@@ -50,6 +51,12 @@ def run(_run, config, console=None):
     if _run is not None:
         logger.setup_sacred(_run)
     run_id = _run._id if _run is not None and _run._id is not None else "norun"
+    # Where this run's record lies, relative to the results folder: checkpoints keep it so that a
+    # run resumed from them can carry the curve so far into its own record.
+    args.record = ""
+    for obs in getattr(_run, "observers", ()):
+        if getattr(obs, "dir", None):
+            args.record = os.path.relpath(obs.dir, args.local_results_path)
     args.unique_token = f"{args.name}_{args.env}_seed{args.seed}_{time.strftime('%Y%m%d-%H%M%S')}_{run_id}"
     if args.use_tensorboard:
         logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
@@ -149,6 +156,7 @@ def run_sequential(args, logger):
         )
 
         episode = 0
+        carried = False
         if args.checkpoint_path:
             folder = find_checkpoint(args.checkpoint_path, args.load_step)
             meta = load_checkpoint(folder, learner, args.device)
@@ -158,11 +166,65 @@ def run_sequential(args, logger):
             if args.evaluate:
                 evaluate_sequential(args, runner, logger)
                 return {"t_env": runner.t_env}
+            carried = resume(args, logger, buffer, folder, meta)
 
-        train_loop(args, runner, buffer, learner, logger, episode)
+        train_loop(args, runner, buffer, learner, logger, episode, carried)
         return {"t_env": runner.t_env}
     finally:
         runner.close_env()
+
+
+def resume(args, logger, buffer, folder, meta):
+    """Go on from a checkpoint: its replay buffer if it saved one, and the metrics its run had
+    logged up to the checkpoint copied into this run's record, so that the record holds the
+    whole curve. -> whether the metrics were carried."""
+    console = logger.console_logger
+    t_env = meta["t_env"]
+    if buffer is not None:
+        if load_buffer(folder, buffer):
+            console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
+        else:
+            console.warning(
+                "this checkpoint has no replay buffer (save_buffer=False): training waits until "
+                "the buffer refills from the restored policy, which a run that was never stopped "
+                "would not have done"
+            )
+    info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer": buffer is not None}
+    record = None
+    if meta.get("record"):
+        # <results>/models/<run token>/<t_env>/ -> <results>/<record>
+        base = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(folder))))
+        record = os.path.join(base, meta["record"])
+    metrics = read_metrics(record) if record else None
+    if metrics is None:
+        console.warning(
+            f"the record of the run that saved this checkpoint was not found"
+            f"{f' at {record}' if record else ''}; this run's metrics start at t_env {t_env}"
+        )
+    else:
+        points = sorted(
+            (t, name, v)
+            for name, series in metrics.items()
+            for t, v in zip(series["steps"], series["values"], strict=True)
+            if t <= t_env
+        )
+        for t, name, v in points:
+            logger.log_stat(name, v, t)
+        info["record"] = record
+        info["points_carried"] = len(points)
+        console.info(f"carried {len(points)} logged values up to t_env {t_env} from {record}")
+    if logger.sacred_run is not None:
+        logger.sacred_run.info["resumed_from"] = info
+    return metrics is not None
+
+
+def read_metrics(record):
+    try:
+        with open(os.path.join(record, "metrics.json")) as f:
+            metrics = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return metrics if isinstance(metrics, dict) else None
 
 
 def check_buffer_memory(args, scheme, groups, max_seq_length):
@@ -229,7 +291,7 @@ def evaluate_sequential(args, runner, logger):
     logger.print_recent_stats(f"evaluation at t_env {runner.t_env}")
 
 
-def train_loop(args, runner, buffer, learner, logger, episode):
+def train_loop(args, runner, buffer, learner, logger, episode, resumed=False):
     t_start = runner.t_env
     if buffer is None:
         unit = f"the {args.batch_size} episodes just played (on-policy)"
@@ -245,7 +307,7 @@ def train_loop(args, runner, buffer, learner, logger, episode):
     old_threshold = gc.get_threshold()
     gc.set_threshold(50000, 50, 100)
     try:
-        _train(args, runner, buffer, learner, logger, episode, t_start)
+        _train(args, runner, buffer, learner, logger, episode, t_start, resumed)
     finally:
         gc.set_threshold(*old_threshold)
         gc.unfreeze()
@@ -261,11 +323,13 @@ def next_multiple(t, interval):
     return (t // interval + 1) * interval
 
 
-def _train(args, runner, buffer, learner, logger, episode, t_start):
+def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=False):
     # Tests and summaries fall due when t_env crosses a multiple of their interval, tests first:
     # a summary then shows the test phase just run (when log_interval is a multiple of
-    # test_interval, as in every shipped config).
-    next_test_t = t_start  # a test phase before any training
+    # test_interval, as in every shipped config). A test phase before any training, unless this
+    # run goes on from a record that had its tests up to t_start (checkpoints are saved after
+    # the tests due): then the schedule is the uninterrupted run's.
+    next_test_t = next_multiple(t_start, args.test_interval) if resumed else t_start
     next_log_t = next_multiple(t_start, args.log_interval)
     model_save_t = t_start
     n_test_runs = max(1, args.test_nepisode // runner.batch_size)
@@ -301,7 +365,7 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
 
         if args.save_model and runner.t_env - model_save_t >= args.save_model_interval:
             model_save_t = runner.t_env
-            save_model(args, runner, learner, episode)
+            save_model(args, runner, learner, episode, buffer)
 
         now = time.time()
         if runner.t_env >= next_log_t:
@@ -315,7 +379,7 @@ def _train(args, runner, buffer, learner, logger, episode, t_start):
         logger.check_records()
 
     if args.save_model:
-        save_model(args, runner, learner, episode)
+        save_model(args, runner, learner, episode, buffer)
     logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
 
 
@@ -346,9 +410,15 @@ def draw_batch(args, buffer):
     return sample[:, : sample.max_t_filled()]
 
 
-def save_model(args, runner, learner, episode):
+def save_model(args, runner, learner, episode, buffer=None):
     root = os.path.join(args.local_results_path, "models", args.unique_token)
     # The config lets cross-play rebuild this run's controller on its own (team_checkpoints).
-    meta = {"episode": episode, "name": args.name, "env": args.env, "config": plain_config(args)}
-    path = save_checkpoint(root, runner.t_env, learner, meta)
+    meta = {
+        "episode": episode,
+        "name": args.name,
+        "env": args.env,
+        "record": args.record,
+        "config": plain_config(args),
+    }
+    path = save_checkpoint(root, runner.t_env, learner, meta, buffer if args.save_buffer else None)
     get_console_logger().info(f"saved checkpoint {path}")

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -120,6 +122,39 @@ def test_buffer_wraps_around():
     buf.insert_episode_batch(fill(batch(bs=2), [6, 7]))
     assert buf["ep_id"][:, 0].tolist() == [5, 6, 7, 3, 4]
     assert buf.episodes_in_buffer == 5
+
+
+@pytest.mark.parametrize("ids", [[0, 1, 2], [0, 1, 2, 3, 4, 5]])  # part filled; wrapped around
+def test_buffer_state_round_trip(tmp_path, ids):
+    buf = replay(5)
+    buf.insert_episode_batch(fill(batch(bs=len(ids)), ids))
+    torch.save(buf.state_dict(), tmp_path / "b.th")
+    if len(ids) < 5:  # only the filled slots are written, not the storage they are views of
+        full = replay(5)
+        full.insert_episode_batch(fill(batch(bs=5), range(5)))
+        torch.save(full.state_dict(), tmp_path / "full.th")
+        assert os.path.getsize(tmp_path / "b.th") < 0.8 * os.path.getsize(tmp_path / "full.th")
+    back = replay(5)
+    back.load_state_dict(torch.load(tmp_path / "b.th", weights_only=True))
+    assert (back.buffer_index, back.episodes_in_buffer) == (buf.buffer_index, buf.episodes_in_buffer)
+    for k in ("ep_id", "state", "actions_onehot", "filled"):
+        assert torch.equal(back[k], buf[k]), k
+    assert torch.equal(back._transitions, buf._transitions)
+    # and it goes on as the original does
+    for b in (buf, back):
+        b.insert_episode_batch(fill(batch(bs=2), [8, 9]))
+    assert back["ep_id"][:, 0].tolist() == buf["ep_id"][:, 0].tolist()
+
+
+def test_buffer_state_of_another_shape_is_refused():
+    buf = replay(5)
+    buf.insert_episode_batch(fill(batch(bs=2), [0, 1]))
+    with pytest.raises(ValueError, match="buffer_size=5, this run's is 6"):
+        replay(6).load_state_dict(buf.state_dict())
+    state = buf.state_dict()
+    state["transition_data"]["obs"] = state["transition_data"]["obs"][..., :4]
+    with pytest.raises(ValueError, match="'obs' has shape"):
+        replay(5).load_state_dict(state)
 
 
 def test_buffer_sampling_uniform_and_distinct():

@@ -69,16 +69,31 @@ def test_checkpoint_resume_and_evaluate(tmp_path):
     assert not [d for d in os.listdir(models[0]) if not d.isdigit()]  # no temporary folders left
     assert {"learner.th", "meta.json"} <= set(os.listdir(os.path.join(models[0], str(steps[-1]))))
 
-    # Resume from the middle checkpoint: training continues from its t_env.
+    # Resume from the middle checkpoint: training continues from its t_env, and the new record
+    # starts with the first run's metrics up to there, on the first run's test schedule.
+    first = sacred_runs(tmp_path)[0]
     mid = steps[len(steps) // 2]
     assert (
         run_main(tmp_path, "qmix", extra=[f"checkpoint_path={models[0]}", f"load_step={mid}", "t_max=500"])
         == 0
     )
     resumed = sacred_runs(tmp_path)[-1]
-    ts = read(resumed, "metrics.json")["return_mean"]["steps"]
-    assert min(ts) > mid and max(ts) >= 500
+    before, after = read(first, "metrics.json"), read(resumed, "metrics.json")
+    for name in ("return_mean", "test_return_mean", "loss"):
+        carried = [
+            (t, v) for t, v in zip(after[name]["steps"], after[name]["values"], strict=True) if t <= mid
+        ]
+        assert carried and carried == [
+            (t, v) for t, v in zip(before[name]["steps"], before[name]["values"], strict=True) if t <= mid
+        ], name
+    ts = after["return_mean"]["steps"]
+    assert max(ts) >= 500 and [t for t in ts if t > mid]
+    tests = after["test_return_mean"]["steps"]
+    assert [t // 100 for t in tests if t > mid] == list(range(mid // 100 + 1, 6))  # no extra test at mid
     assert f"(t_env {mid})" in read(resumed, "cout.txt")
+    info = read(resumed, "info.json")["resumed_from"]
+    assert info["t_env"] == mid and os.path.samefile(info["record"], first)
+    assert "no replay buffer" in read(resumed, "cout.txt")  # saved without one: said, not hidden
 
     # Evaluate only: test episodes from the latest checkpoint, no training.
     assert (
@@ -88,6 +103,28 @@ def test_checkpoint_resume_and_evaluate(tmp_path):
     metrics = read(sacred_runs(tmp_path)[-1], "metrics.json")
     assert "test_return_mean" in metrics and "loss" not in metrics and "return_mean" not in metrics
     assert metrics["test_return_mean"]["steps"] == [steps[-1]]
+
+
+def test_resume_restores_the_replay_buffer_kept_by_the_newest_checkpoint(tmp_path):
+    import torch
+
+    extra = ["save_model=True", "save_model_interval=100", "save_buffer=True"]
+    assert run_main(tmp_path, "qmix", extra=extra) == 0
+    root = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    steps = sorted(int(d) for d in os.listdir(root) if d.isdigit())
+    kept = [s for s in steps if os.path.isfile(os.path.join(root, str(s), "buffer.th"))]
+    assert len(steps) >= 3 and kept == [steps[-1]]  # only the newest keeps one
+    saved = torch.load(os.path.join(root, str(steps[-1]), "buffer.th"), weights_only=True)
+    n = saved["episodes_in_buffer"]
+    assert n == steps[-1] // 25 and saved["transition_data"]["obs"].shape[0] == n  # filled part only
+
+    assert run_main(tmp_path, "qmix", extra=[f"checkpoint_path={root}", "t_max=400", "batch_size=8"]) == 0
+    cout = read(sacred_runs(tmp_path)[-1], "cout.txt")
+    assert f"replay buffer restored: {n} episodes" in cout
+    # batch_size 8 > the 3 episodes the resumed run plays: it would not train on an empty buffer;
+    # with the 13 restored ones it trains at once.
+    loss = read(sacred_runs(tmp_path)[-1], "metrics.json")["loss"]["steps"]
+    assert [t for t in loss if t > steps[-1]], loss
 
 
 def test_crashed_run_is_marked_failed_and_keeps_checkpoints(tmp_path, mock_env):

@@ -332,6 +332,41 @@ class ReplayBuffer(EpisodeBatch):
             term[:, 0][t == episode_limit - 1] = 1
         return EpisodeBatch(self.scheme, self.groups, len(ep), 2, data=new_data, device=self.device)
 
+    def state_dict(self) -> dict:
+        """The stored episodes (only the filled slots) and the ring's position, for checkpoints."""
+        n = self.episodes_in_buffer
+        # torch.save writes a view's whole storage: copy a part, never the full buffer
+        part = lambda v: v if n == len(v) else v[:n].clone()  # noqa: E731
+        return {
+            "transition_data": {k: part(v) for k, v in self.data.transition_data.items()},
+            "episode_data": {k: part(v) for k, v in self.data.episode_data.items()},
+            "transitions": part(self._transitions),
+            "buffer_index": self.buffer_index,
+            "episodes_in_buffer": n,
+            "buffer_size": self.buffer_size,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["buffer_size"] != self.buffer_size:
+            raise ValueError(
+                f"it holds a buffer of buffer_size={state['buffer_size']}, this run's is {self.buffer_size}"
+            )
+        for part in ("transition_data", "episode_data"):
+            mine, theirs = getattr(self.data, part), state[part]
+            if set(mine) != set(theirs):
+                raise ValueError(f"its buffer has fields {sorted(theirs)}, this run's {sorted(mine)}")
+            for k, v in theirs.items():
+                if v.shape[1:] != mine[k].shape[1:]:
+                    have, want = tuple(v.shape[1:]), tuple(mine[k].shape[1:])
+                    raise ValueError(f"its buffer's '{k}' has shape {have}, this run's {want}")
+        n = state["episodes_in_buffer"]
+        for part in ("transition_data", "episode_data"):
+            for k, v in state[part].items():
+                getattr(self.data, part)[k][:n] = v.to(self.device)
+        self._transitions[:n] = state["transitions"]
+        self.episodes_in_buffer = n
+        self.buffer_index = state["buffer_index"]
+
     def __repr__(self):
         return (
             f"ReplayBuffer({self.episodes_in_buffer}/{self.buffer_size} episodes, "

@@ -1,4 +1,7 @@
-"""Checkpoints: <root>/<t_env>/{learner.th, meta.json}, written atomically."""
+"""Checkpoints: <root>/<t_env>/{learner.th, meta.json[, buffer.th]}, written atomically.
+
+Only the newest step folder keeps a buffer.th (the replay buffer, with save_buffer=True): it is
+what a resumed run needs, and the largest file by far."""
 
 import io
 import json
@@ -16,9 +19,10 @@ from utils.files import current_umask
 PARTIAL = re.compile(r"^\.\d+\..+")  # a step folder being written (or left by a killed save)
 
 
-def save_checkpoint(root, t_env, learner, meta):
+def save_checkpoint(root, t_env, learner, meta, buffer=None):
     """Write <root>/<t_env>/ whole or not at all. Partial folders left by a killed earlier save
-    are removed first; a failed save (a full disk) removes its own and raises OSError."""
+    are removed first; a failed save (a full disk) removes its own and raises OSError.
+    buffer: a replay buffer to save as well (and to drop from the older step folders)."""
     os.makedirs(root, exist_ok=True)
     for name in os.listdir(root):
         if PARTIAL.match(name):
@@ -28,10 +32,8 @@ def save_checkpoint(root, t_env, learner, meta):
     try:
         # Serialise in memory, then write plain bytes: a full disk gives OSError(ENOSPC) naming
         # the file, not torch's zip writer's "enforce fail ... unexpected pos".
-        buf = io.BytesIO()
-        torch.save(learner.state_dict(), buf)
         for name, data in (
-            ("learner.th", buf.getbuffer()),
+            ("learner.th", serialise(learner.state_dict())),
             ("meta.json", json.dumps(dict(meta, t_env=t_env), indent=2).encode()),
         ):
             path = os.path.join(tmp, name)
@@ -41,6 +43,8 @@ def save_checkpoint(root, t_env, learner, meta):
             except OSError as e:
                 e.filename = e.filename or path
                 raise
+        if buffer is not None:  # streamed: it can be as large as the memory left for a copy
+            stream_save(buffer.state_dict(), os.path.join(tmp, "buffer.th"))
         os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it 0700
         if os.path.exists(final):
             shutil.rmtree(final)
@@ -48,7 +52,48 @@ def save_checkpoint(root, t_env, learner, meta):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if buffer is not None:
+        for name in os.listdir(root):
+            old = os.path.join(root, name, "buffer.th")
+            if name != str(t_env) and os.path.isfile(old):
+                os.remove(old)
     return final
+
+
+def serialise(obj):
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getbuffer()
+
+
+class _Writer:
+    """A file that remembers the OSError its write met: torch.save turns it into a RuntimeError
+    ("enforce fail ... unexpected pos") that no longer says the disk is full."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data):
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self):
+        self.f.flush()
+
+
+def stream_save(obj, path):
+    with open(path, "wb") as f:
+        writer = _Writer(f)
+        try:
+            torch.save(obj, writer)
+        except RuntimeError:
+            if writer.error is not None:
+                writer.error.filename = writer.error.filename or path
+                raise writer.error from None
+            raise
 
 
 def find_checkpoint(path, load_step=0):
@@ -109,3 +154,19 @@ def load_checkpoint(folder, learner, device):
         ) from None
     with open(os.path.join(folder, "meta.json")) as f:
         return json.load(f)
+
+
+def load_buffer(folder, buffer):
+    """Fill `buffer` from the step folder's buffer.th; -> False when it has none."""
+    path = os.path.join(folder, "buffer.th")
+    if not os.path.isfile(path):
+        return False
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        buffer.load_state_dict(state)
+    except (ValueError, KeyError) as e:
+        raise ConfigError(f"checkpoint {folder!r}: buffer.th does not fit this run: {e}") from None
+    except Exception as e:  # torch raises many types for damaged files
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise ConfigError(f"checkpoint {folder!r}: buffer.th cannot be loaded: {first}") from None
+    return True

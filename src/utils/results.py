@@ -53,7 +53,18 @@ def read_run(path):
     info = {"run_dir": path, "run_id": os.path.basename(path), "status": run_status(run)}
     info.update(flatten({k: v for k, v in config.items() if k != "seed"}))
     info["seed"] = config.get("seed")
+    info["resumed_from"] = resumed_from(path)
     return info, metrics
+
+
+def resumed_from(path):
+    """The record of the run this one went on from (whose metrics it carries), or None."""
+    try:
+        with open(os.path.join(path, "info.json")) as f:
+            record = json.load(f).get("resumed_from", {}).get("record")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return record if isinstance(record, str) else None
 
 
 ENDED_EARLY = ("INTERRUPTED", "FAILED", "DIED")
@@ -63,7 +74,8 @@ def load_runs(folders, metrics=None, status=None):
     """Tidy DataFrame of every readable run under `folders`; unreadable runs are skipped with a
     warning. metrics: keep only these metric names; status: keep only runs with these statuses
     (DIED: left RUNNING by a process that was killed). A sweep run that ended early is left out
-    when another run of the same sweep configuration completed (SUPERSEDED).
+    when another run of the same sweep configuration completed, and any run that another was
+    resumed from (its metrics are in that one's record) is left out too (SUPERSEDED).
     df.attrs["skipped"] counts the runs each filter left out."""
     import pandas as pd
 
@@ -79,9 +91,12 @@ def load_runs(folders, metrics=None, status=None):
     # A sweep that re-runs an interrupted configuration leaves two records of it: once one of
     # them completed, the ones that ended early are superseded (else one seed would count twice).
     done = {(i.get("experiment"), i.get("sweep_key")) for _, i, _ in runs if i["status"] == "COMPLETED"}
+    # A run that another went on from lives on in that one's record, which carries its metrics.
+    continued = {os.path.realpath(i["resumed_from"]) for _, i, _ in runs if i["resumed_from"]}
     for path, info, run_metrics in runs:
         key = (info.get("experiment"), info.get("sweep_key"))
-        if info["status"] in ENDED_EARLY and info.get("sweep_key") and key in done:
+        superseded = info["status"] in ENDED_EARLY and info.get("sweep_key") and key in done
+        if superseded or os.path.realpath(path) in continued:
             skipped["SUPERSEDED"] = skipped.get("SUPERSEDED", 0) + 1
             continue
         if status is not None and info["status"] not in status:
