@@ -17,10 +17,15 @@ A sweep file:
     workers: 0                        # local: parallel runs (0 = one per core)
     ray_address: null                 # ray: a running cluster's address; null starts a local runtime
     results: results                  # local_results_path of every run
+    checkpoint_interval: auto         # env steps between checkpoints (auto: a tenth of t_max; 0: none)
+    checkpoint_buffer: true           # checkpoints keep the replay buffer (the newest one only)
 
 Every run gets experiment=<experiment> and a sweep_key naming its configuration; re-running the
-sweep skips runs whose key already has a COMPLETED Sacred record. A failed run is recorded and
-the others go on; the exit code is 1 if any failed.
+sweep skips runs whose key already has a COMPLETED Sacred record. A run that was stopped
+(INTERRUPTED, or DIED with its process) goes on from its newest checkpoint, with its replay
+buffer, and carries the metrics logged so far into its new record; --restart starts such runs
+over instead. A failed run is recorded and the others go on (run again, it starts over); the
+exit code is 1 if any failed.
 """
 
 import argparse
@@ -39,7 +44,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import yaml  # noqa: E402
 
 from config import ROOT, load_config, yaml_error  # noqa: E402
+from utils.checkpoint import find_checkpoint  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
+from utils.files import run_status  # noqa: E402
 from utils.results import find_runs  # noqa: E402
 
 MAIN = os.path.join(ROOT, "src", "main.py")
@@ -54,7 +61,10 @@ SPEC_KEYS = {
     "workers",
     "ray_address",
     "results",
+    "checkpoint_interval",
+    "checkpoint_buffer",
 }
+RESUMABLE = ("INTERRUPTED", "DIED")  # stopped from outside; a FAILED run starts over
 
 
 def load_spec(path):
@@ -115,6 +125,7 @@ def expand(spec):
 
 def command(run, spec):
     results = spec.get("results", "results")
+    resume = run.get("resume")
     return [
         sys.executable,
         MAIN,
@@ -122,6 +133,8 @@ def command(run, spec):
         f"--env-config={run['env_config']}",
         "with",
         *(f"{k}={yaml_value(v)}" for k, v in run["overrides"].items()),
+        *run.get("checkpointing", ()),
+        *([f"checkpoint_path={resume['folder']}"] if resume else []),
         f"seed={run['seed']}",
         f"experiment={spec['experiment']}",
         f"sweep_key={run['key']}",
@@ -129,9 +142,71 @@ def command(run, spec):
     ]
 
 
-def completed_keys(spec):
+def checkpointing(config, spec):
+    """The overrides that make a run save what it needs to go on after an interruption. Not part
+    of the run's key: saving changes nothing in the training."""
+    interval = spec.get("checkpoint_interval", "auto")
+    if interval == "auto":
+        interval = max(1, int(config["t_max"]) // 10)
+    if not isinstance(interval, int) or isinstance(interval, bool) or interval < 0:
+        raise ConfigError(f"checkpoint_interval must be auto or an int >= 0, got {interval!r}")
+    extra = []
+    if not config["save_model"] and interval > 0:
+        extra += ["save_model=True", f"save_model_interval={interval}"]
+    if "save_buffer" not in spec.get("overrides", {}):
+        extra.append(f"save_buffer={bool(spec.get('checkpoint_buffer', True))}")
+    return extra
+
+
+def results_dir(spec):
     base = spec.get("results", "results")
-    base = base if os.path.isabs(base) else os.path.join(ROOT, base)
+    return base if os.path.isabs(base) else os.path.join(ROOT, base)
+
+
+def saved_runs(spec):
+    """-> {sweep_key: [{folder, t_env, status, record}]}: the newest checkpoint of every run of
+    this sweep that saved one, with the status of the run's record (None: no record found)."""
+    base = results_dir(spec)
+    root = os.path.join(base, "models")
+    found = {}
+    for token in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        try:
+            folder = find_checkpoint(os.path.join(root, token))
+            with open(os.path.join(folder, "meta.json")) as f:
+                meta = json.load(f)
+        except (ConfigError, OSError, ValueError):
+            continue
+        config = meta.get("config") if isinstance(meta, dict) else None
+        if not isinstance(config, dict) or config.get("experiment") != spec["experiment"]:
+            continue
+        status, record = None, meta.get("record")
+        if record:
+            try:
+                with open(os.path.join(base, record, "run.json")) as f:
+                    status = run_status(json.load(f))
+            except (OSError, ValueError):
+                pass
+        entry = {"folder": folder, "t_env": meta.get("t_env", 0), "status": status, "record": record}
+        found.setdefault(config.get("sweep_key"), []).append(entry)
+    return found
+
+
+def resume_point(saved):
+    """The checkpoint to go on from: the furthest one whose run was stopped, or None."""
+    stopped = [e for e in saved if e["status"] in RESUMABLE]
+    return max(stopped, key=lambda e: e["t_env"]) if stopped else None
+
+
+def drop_buffers(spec, key):
+    """A completed run's checkpoints need no replay buffer any more: free the disk."""
+    for entry in saved_runs(spec).get(key, []):
+        path = os.path.join(entry["folder"], "buffer.th")
+        if os.path.isfile(path):
+            os.remove(path)
+
+
+def completed_keys(spec):
+    base = results_dir(spec)
     folder = os.path.join(base, "sacred", spec["experiment"])
     done = set()
     for path in find_runs([folder]) if os.path.isdir(folder) else []:
@@ -148,8 +223,7 @@ def completed_keys(spec):
 
 
 def log_path(run, spec):
-    base = spec.get("results", "results")
-    base = base if os.path.isabs(base) else os.path.join(ROOT, base)
+    base = results_dir(spec)
     folder = os.path.join(base, "logs", "sweeps", spec["experiment"])
     os.makedirs(folder, exist_ok=True)
     return os.path.join(folder, f"{run['config']}_seed{run['seed']}_{run['key']}.log")
@@ -291,6 +365,9 @@ def parse_args(argv):
     )
     p.add_argument("file", nargs="?", help="sweep YAML file")
     p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    p.add_argument(
+        "--restart", action="store_true", help="start stopped runs over, not from their checkpoints"
+    )
     p.add_argument("--backend", choices=["local", "ray"], help="overrides the file's backend")
     p.add_argument("--workers", type=int, help="local backend: parallel runs (0 = one per core)")
     p.add_argument("--ray-address", help="ray backend: cluster address (default: a local runtime)")
@@ -346,15 +423,23 @@ def main(argv=None):
         spec["overrides"] = overrides
         runs = expand(spec)
         for run in runs:  # refuse a bad grid before anything starts
-            load_config(command(run, spec)[2:])
+            run["checkpointing"] = checkpointing(load_config(command(run, spec)[2:]), spec)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     done = completed_keys(spec)
     todo = [r for r in runs if r["key"] not in done]
+    saved = {} if a.restart else saved_runs(spec)
+    for r in todo:
+        r["resume"] = resume_point(saved.get(r["key"], []))
     print(f"sweep {spec['experiment']}: {len(runs)} runs, {len(runs) - len(todo)} already completed")
     for r in runs:
-        print(("  done  " if r["key"] in done else "  run   ") + describe(r))
+        if r["key"] in done:
+            print("  done   " + describe(r))
+        elif r.get("resume"):
+            print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']})")
+        else:
+            print("  run    " + describe(r))
     if a.dry_run or not todo:
         return 0
 
@@ -380,6 +465,8 @@ def main(argv=None):
                 continue
             failed += rc != 0
             completed += rc == 0
+            if rc == 0:
+                drop_buffers(spec, run["key"])
             print(f"{'done  ' if rc == 0 else f'FAILED (exit {rc})'} {describe(run)} -> {log}", flush=True)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -135,6 +135,34 @@ def test_full_disk_during_a_checkpoint_stops_the_run_with_one_line(tmp_path, mon
     assert sorted(os.listdir(models)) == ["100"]  # the first save; the failed one left nothing
 
 
+def test_full_disk_while_saving_the_replay_buffer_names_the_file(tmp_path, monkeypatch, capsys):
+    # The buffer is streamed to its file (no copy in memory), through torch's zip writer, which
+    # turns the OSError into "enforce fail ... unexpected pos": the message must still say why.
+    import utils.checkpoint
+
+    real_open = open
+
+    class FullAfter(HalfWriter):  # room for the first few kB: the failing write is torch's own
+        def write(self, data):
+            if self.f.tell() + len(data) > 4096:
+                raise enospc(self.f.name)
+            return self.f.write(data)
+
+    def open_failing_buffer(path, mode="r", *a, **k):
+        f = real_open(path, mode, *a, **k)
+        return FullAfter(f) if str(path).endswith("buffer.th") else f
+
+    monkeypatch.setattr(utils.checkpoint, "open", open_failing_buffer, raising=False)
+    extra = ["save_model=True", "save_model_interval=100", "save_buffer=True"]
+    assert run_main(tmp_path, "qmix", extra=extra) == 1
+    err = capsys.readouterr().err
+    assert "error: no space left on the device holding" in err and "buffer.th" in err, err
+    assert "Traceback" not in err and "enforce fail" not in err
+    assert read(sacred_runs(tmp_path)[-1], "run.json")["status"] == "FAILED"
+    models = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    assert os.listdir(models) == []  # the failed save left nothing half-written
+
+
 def test_checkpoints_clean_stale_partial_folders_and_follow_the_umask(tmp_path):
     import torch
 
@@ -425,6 +453,85 @@ def test_a_background_sweep_stops_its_runs_on_sigterm(tmp_path):
     assert proc.returncode == 130, err
     assert "1 interrupted" in err, err
     only_run_interrupted(first)
+
+
+def steps_saved(results):
+    return sorted(
+        (int(d), root)
+        for root in glob.glob(os.path.join(str(results), "models", "*"))
+        for d in os.listdir(root)
+        if d.isdigit()
+    )
+
+
+def test_a_stopped_sweep_run_goes_on_from_its_checkpoint(tmp_path):
+    spec = {
+        "experiment": "resume",
+        "config": "qmix",
+        "env_config": "mpe",
+        "seeds": [1],
+        "workers": 1,
+        "checkpoint_interval": 100,
+        "overrides": {
+            "t_max": 10000000,
+            **dict(o.split("=") for o in QUICK if not o.startswith("t_max")),
+            "local_results_path": str(tmp_path),
+        },
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(spec))
+    sweep = [sys.executable, os.path.join(SRC, "sweep.py"), str(path)]
+
+    def run_until(n_saved):
+        proc = subprocess.Popen(sweep, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _started.append(proc)
+        assert wait_for(lambda: len(steps_saved(tmp_path)) >= n_saved)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+
+    run_until(2)
+    t_saved, first_models = steps_saved(tmp_path)[-1]
+    listing = subprocess.run([*sweep, "--dry-run"], capture_output=True, text=True).stdout
+    assert f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved})" in listing
+    restart = subprocess.run([*sweep, "--dry-run", "--restart"], capture_output=True, text=True).stdout
+    assert "  run    --config=qmix --env-config=mpe seed=1" in restart
+
+    run_until(len(steps_saved(tmp_path)) + 2)  # the resumed run saves twice
+    records = glob.glob(str(tmp_path / "sacred" / "resume" / "mpe" / "*" / "qmix" / "[0-9]*"))
+    first, second = sorted(records, key=lambda p: int(os.path.basename(p)))
+    assert read(second, "config.json")["checkpoint_path"] == os.path.join(first_models, str(t_saved))
+    assert read(second, "info.json")["resumed_from"]["t_env"] == t_saved
+    cout = read(second, "cout.txt")
+    assert "replay buffer restored: " in cout and f"(t_env {t_saved})" in cout
+    a, b = read(first, "metrics.json")["test_return_mean"], read(second, "metrics.json")["test_return_mean"]
+    upto = [t for t in a["steps"] if t <= t_saved]
+    assert b["steps"][: len(upto)] == upto and b["values"][: len(upto)] == a["values"][: len(upto)]
+    assert b["steps"][len(upto)] > t_saved
+    # the stopped first run lives on in the second one's record: tables count the seed once
+    from utils.results import load_runs
+
+    df = load_runs(str(tmp_path / "sacred"))
+    assert set(df["run_dir"]) == {second} and df.attrs["skipped"] == {"SUPERSEDED": 1}
+    # and a third go starts from the second run's newest checkpoint
+    t_last, last_models = steps_saved(tmp_path)[-1]
+    assert last_models != first_models
+    listing = subprocess.run([*sweep, "--dry-run"], capture_output=True, text=True).stdout
+    assert f"(from t_env {t_last})" in listing
+
+
+def test_a_completed_sweep_run_keeps_checkpoints_but_no_buffer(tmp_path):
+    import sweep
+
+    spec = {"experiment": "done", "config": "qmix", "env_config": "mpe", "seeds": [1], "workers": 1}
+    spec["overrides"] = {**dict(o.split("=") for o in QUICK), "local_results_path": str(tmp_path)}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(spec))
+    assert sweep.main([str(path)]) == 0
+    saved = steps_saved(tmp_path)
+    # checkpoint_interval auto: a tenth of t_max=300, so 30 env steps apart (every second
+    # 25-step episode), and once more at the end
+    assert [t for t, _ in saved] == [50, 100, 150, 200, 250, 300, 325]
+    assert not glob.glob(os.path.join(str(tmp_path), "models", "*", "*", "buffer.th"))
 
 
 # --- messages and progress ---------------------------------------------------------------------
