@@ -506,9 +506,18 @@ def test_competitive_scenario_checkpoint_resume_evaluate(tmp_path):
 
     # Resume from the first checkpoint: training goes on from its t_env, with its networks.
     assert main.main(base + [f"checkpoint_path={models[0]}", f"load_step={steps[0]}", "t_max=300"]) == 0
-    resumed = sacred_runs(tmp_path)[-1]
-    metrics = read(resumed, "metrics.json")
-    assert min(metrics["critic_loss"]["steps"]) > steps[0]
+    first_run, resumed = sacred_runs(tmp_path)
+    metrics, before = (
+        read(resumed, "metrics.json")["critic_loss"],
+        read(first_run, "metrics.json")["critic_loss"],
+    )
+    # the record carries the first run's values up to the checkpoint, then its own
+    upto = sum(t <= steps[0] for t in before["steps"])
+    assert (
+        metrics["steps"][:upto] == before["steps"][:upto]
+        and metrics["values"][:upto] == before["values"][:upto]
+    )
+    assert 0 < upto < len(metrics["steps"]) and min(metrics["steps"][upto:]) > steps[0]
     assert read(resumed, "run.json")["result"]["t_env"] >= 300
     with open(os.path.join(resumed, "cout.txt")) as f:
         assert f"(t_env {steps[0]})" in f.read()
