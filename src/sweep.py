@@ -24,8 +24,8 @@ Every run gets experiment=<experiment> and a sweep_key naming its configuration;
 sweep skips runs whose key already has a COMPLETED Sacred record. A run that was stopped
 (INTERRUPTED, or DIED with its process) goes on from its newest checkpoint, with its replay
 buffer, and carries the metrics logged so far into its new record; --restart starts such runs
-over instead. A failed run is recorded and the others go on (run again, it starts over); the
-exit code is 1 if any failed.
+over instead. A run whose record is RUNNING in another process is left to it. A failed run is
+recorded and the others go on (run again, it starts over); the exit code is 1 if any failed.
 """
 
 import argparse
@@ -205,21 +205,26 @@ def drop_buffers(spec, key):
             os.remove(path)
 
 
-def completed_keys(spec):
+def record_keys(spec, status):
+    """The sweep keys of this sweep's records whose status (run_status) is `status`."""
     base = results_dir(spec)
     folder = os.path.join(base, "sacred", spec["experiment"])
-    done = set()
+    keys = set()
     for path in find_runs([folder]) if os.path.isdir(folder) else []:
         try:
             with open(os.path.join(path, "run.json")) as f:
-                status = json.load(f).get("status")
+                run = json.load(f)
             with open(os.path.join(path, "config.json")) as f:
                 key = json.load(f).get("sweep_key")
         except (OSError, json.JSONDecodeError):
             continue
-        if status == "COMPLETED" and key:
-            done.add(key)
-    return done
+        if key and run_status(run) == status:
+            keys.add(key)
+    return keys
+
+
+def completed_keys(spec):
+    return record_keys(spec, "COMPLETED")
 
 
 def log_path(run, spec):
@@ -351,6 +356,10 @@ def run_ray(jobs, address):
         raise KeyboardInterrupt
 
 
+def keys(runs):
+    return {r["key"] for r in runs}
+
+
 def describe(run):
     parts = [f"--config={run['config']}", f"--env-config={run['env_config']}"]
     parts += [f"{k}={v}" for k, v in run["grid"].items() if k not in ("config", "env_config")]
@@ -428,14 +437,21 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     done = completed_keys(spec)
-    todo = [r for r in runs if r["key"] not in done]
+    # a run that another sweep process is running now (the same sweep started twice)
+    busy = record_keys(spec, "RUNNING") - done
+    todo = [r for r in runs if r["key"] not in done and r["key"] not in busy]
     saved = {} if a.restart else saved_runs(spec)
     for r in todo:
         r["resume"] = resume_point(saved.get(r["key"], []))
-    print(f"sweep {spec['experiment']}: {len(runs)} runs, {len(runs) - len(todo)} already completed")
+    print(
+        f"sweep {spec['experiment']}: {len(runs)} runs, {len(done & keys(runs))} already completed"
+        + (f", {len(busy & keys(runs))} running now in another process (left to it)" if busy else "")
+    )
     for r in runs:
         if r["key"] in done:
             print("  done   " + describe(r))
+        elif r["key"] in busy:
+            print("  busy   " + describe(r))
         elif r.get("resume"):
             print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']})")
         else:

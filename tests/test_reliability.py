@@ -486,6 +486,9 @@ def test_a_stopped_sweep_run_goes_on_from_its_checkpoint(tmp_path):
         proc = subprocess.Popen(sweep, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _started.append(proc)
         assert wait_for(lambda: len(steps_saved(tmp_path)) >= n_saved)
+        # the same sweep started again meanwhile leaves the running run to the first one
+        again = subprocess.run([*sweep, "--dry-run"], capture_output=True, text=True).stdout
+        assert "1 running now in another process" in again and "  busy   --config=qmix" in again, again
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130
 
