@@ -180,8 +180,9 @@ def resume(args, logger, buffer, folder, meta):
     whole curve. -> whether the metrics were carried."""
     console = logger.console_logger
     t_env = meta["t_env"]
+    restored = buffer is not None and load_buffer(folder, buffer)
     if buffer is not None:
-        if load_buffer(folder, buffer):
+        if restored:
             console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
         else:
             console.warning(
@@ -189,7 +190,7 @@ def resume(args, logger, buffer, folder, meta):
                 "the buffer refills from the restored policy, which a run that was never stopped "
                 "would not have done"
             )
-    info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer": buffer is not None}
+    info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
     record = None
     if meta.get("record"):
         # <results>/models/<run token>/<t_env>/ -> <results>/<record>

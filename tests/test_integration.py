@@ -92,7 +92,7 @@ def test_checkpoint_resume_and_evaluate(tmp_path):
     assert [t // 100 for t in tests if t > mid] == list(range(mid // 100 + 1, 6))  # no extra test at mid
     assert f"(t_env {mid})" in read(resumed, "cout.txt")
     info = read(resumed, "info.json")["resumed_from"]
-    assert info["t_env"] == mid and os.path.samefile(info["record"], first)
+    assert info["t_env"] == mid and os.path.samefile(info["record"], first) and not info["buffer_restored"]
     assert "no replay buffer" in read(resumed, "cout.txt")  # saved without one: said, not hidden
 
     # Evaluate only: test episodes from the latest checkpoint, no training.

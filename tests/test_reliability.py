@@ -503,7 +503,8 @@ def test_a_stopped_sweep_run_goes_on_from_its_checkpoint(tmp_path):
     records = glob.glob(str(tmp_path / "sacred" / "resume" / "mpe" / "*" / "qmix" / "[0-9]*"))
     first, second = sorted(records, key=lambda p: int(os.path.basename(p)))
     assert read(second, "config.json")["checkpoint_path"] == os.path.join(first_models, str(t_saved))
-    assert read(second, "info.json")["resumed_from"]["t_env"] == t_saved
+    resumed_from = read(second, "info.json")["resumed_from"]
+    assert resumed_from["t_env"] == t_saved and resumed_from["buffer_restored"]
     cout = read(second, "cout.txt")
     assert "replay buffer restored: " in cout and f"(t_env {t_saved})" in cout
     a, b = read(first, "metrics.json")["test_return_mean"], read(second, "metrics.json")["test_return_mean"]
