@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import struct
+import time
 
 import pytest
 
@@ -40,7 +41,24 @@ def wandb_records(path, block=32768):
             yield record
 
 
-def read_wandb(results):
+def read_wandb(results, timeout=30):
+    """W&B's service process may still be writing the file's last block (the exit record) when
+    finish() has returned: on a busy machine CI once read it before. Wait for that record."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            rows, run, exit_code = read_wandb_once(results)
+        except Exception:  # a block still being written
+            if time.time() > deadline:
+                raise
+            exit_code = None
+        else:
+            if exit_code is not None or time.time() > deadline:
+                return rows, run, exit_code
+        time.sleep(0.2)
+
+
+def read_wandb_once(results):
     (path,) = glob.glob(os.path.join(str(results), "wandb", "offline-run-*", "run-*.wandb"))
     rows, run, exit_code = [], None, None
     for r in wandb_records(path):
