@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import yaml  # noqa: E402
 
-from config import ROOT, load_config, yaml_error  # noqa: E402
+from config import ROOT, load_config, results_base, yaml_error  # noqa: E402
 from utils.checkpoint import find_checkpoint  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import run_status  # noqa: E402
@@ -159,8 +159,7 @@ def checkpointing(config, spec):
 
 
 def results_dir(spec):
-    base = spec.get("results", "results")
-    return base if os.path.isabs(base) else os.path.join(ROOT, base)
+    return results_base({"local_results_path": spec.get("results", "results")})
 
 
 def saved_runs(spec):
@@ -205,11 +204,11 @@ def drop_buffers(spec, key):
             os.remove(path)
 
 
-def record_keys(spec, status):
-    """The sweep keys of this sweep's records whose status (run_status) is `status`."""
+def record_keys(spec):
+    """-> {status (run_status): sweep keys of this sweep's records with it}."""
     base = results_dir(spec)
     folder = os.path.join(base, "sacred", spec["experiment"])
-    keys = set()
+    by_status = {}
     for path in find_runs([folder]) if os.path.isdir(folder) else []:
         try:
             with open(os.path.join(path, "run.json")) as f:
@@ -218,13 +217,9 @@ def record_keys(spec, status):
                 key = json.load(f).get("sweep_key")
         except (OSError, json.JSONDecodeError):
             continue
-        if key and run_status(run) == status:
-            keys.add(key)
-    return keys
-
-
-def completed_keys(spec):
-    return record_keys(spec, "COMPLETED")
+        if key:
+            by_status.setdefault(run_status(run), set()).add(key)
+    return by_status
 
 
 def log_path(run, spec):
@@ -436,9 +431,10 @@ def main(argv=None):
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    done = completed_keys(spec)
+    statuses = record_keys(spec)
+    done = statuses.get("COMPLETED", set())
     # a run that another sweep process is running now (the same sweep started twice)
-    busy = record_keys(spec, "RUNNING") - done
+    busy = statuses.get("RUNNING", set()) - done
     todo = [r for r in runs if r["key"] not in done and r["key"] not in busy]
     saved = {} if a.restart else saved_runs(spec)
     for r in todo:

@@ -142,18 +142,20 @@ def load_checkpoint(folder, learner, device):
     try:
         state = torch.load(os.path.join(folder, "learner.th"), map_location=device, weights_only=True)
     except Exception as e:  # torch raises many types for damaged files
-        first = (str(e).strip().splitlines() or [""])[0]
-        raise ConfigError(f"checkpoint {folder!r}: learner.th cannot be loaded: {first}") from None
+        raise ConfigError(f"checkpoint {folder!r}: learner.th cannot be loaded: {first_line(e)}") from None
     try:
         learner.load_state_dict(state)
     except (RuntimeError, KeyError) as e:  # other networks: a changed agent, hidden_dim, policy_ensemble...
-        first = str(e).strip().splitlines()[0]
         raise ConfigError(
             f"checkpoint {folder!r} does not fit this run's networks; load it with the "
-            f"settings it was saved with (see its run's config.json): {first}"
+            f"settings it was saved with (see its run's config.json): {first_line(e)}"
         ) from None
     with open(os.path.join(folder, "meta.json")) as f:
         return json.load(f)
+
+
+def first_line(error):
+    return (str(error).strip().splitlines() or [""])[0]
 
 
 def load_buffer(folder, buffer):
@@ -167,6 +169,5 @@ def load_buffer(folder, buffer):
     except (ValueError, KeyError) as e:
         raise ConfigError(f"checkpoint {folder!r}: buffer.th does not fit this run: {e}") from None
     except Exception as e:  # torch raises many types for damaged files
-        first = (str(e).strip().splitlines() or [""])[0]
-        raise ConfigError(f"checkpoint {folder!r}: buffer.th cannot be loaded: {first}") from None
+        raise ConfigError(f"checkpoint {folder!r}: buffer.th cannot be loaded: {first_line(e)}") from None
     return True
