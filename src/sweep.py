@@ -142,7 +142,7 @@ def command(run, spec):
     ]
 
 
-def checkpointing(config, spec):
+def checkpointing(config, run, spec):
     """The overrides that make a run save what it needs to go on after an interruption. Not part
     of the run's key: saving changes nothing in the training."""
     interval = spec.get("checkpoint_interval", "auto")
@@ -153,7 +153,7 @@ def checkpointing(config, spec):
     extra = []
     if not config["save_model"] and interval > 0:
         extra += ["save_model=True", f"save_model_interval={interval}"]
-    if "save_buffer" not in spec.get("overrides", {}):
+    if "save_buffer" not in run["overrides"]:  # the sweep's overrides and grid point
         extra.append(f"save_buffer={bool(spec.get('checkpoint_buffer', True))}")
     return extra
 
@@ -427,7 +427,7 @@ def main(argv=None):
         spec["overrides"] = overrides
         runs = expand(spec)
         for run in runs:  # refuse a bad grid before anything starts
-            run["checkpointing"] = checkpointing(load_config(command(run, spec)[2:]), spec)
+            run["checkpointing"] = checkpointing(load_config(command(run, spec)[2:]), run, spec)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

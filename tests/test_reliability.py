@@ -622,3 +622,21 @@ def test_runs_of_a_killed_sweep_end_interrupted(tmp_path):
             return json.load(f)["status"]
 
     assert wait_for(lambda: status() == "INTERRUPTED", timeout=30), status()
+
+
+def test_sweep_checkpointing_keeps_the_runs_own_choices(tmp_path):
+    import sweep
+
+    spec = {"experiment": "ck", "config": "qmix", "seeds": [1], "grid": {"save_buffer": [False, True]}}
+    spec["overrides"] = {"t_max": 1000, "local_results_path": str(tmp_path)}
+    runs = sweep.expand(spec)
+    extra = [sweep.checkpointing(load_config(sweep.command(r, spec)[2:]), r, spec) for r in runs]
+    # checkpoints every tenth of t_max; a save_buffer the grid sets is the run's, not overridden
+    assert extra == [["save_model=True", "save_model_interval=100"]] * 2
+    assert [
+        load_config(sweep.command({**r, "checkpointing": e}, spec)[2:])["save_buffer"]
+        for r, e in zip(runs, extra, strict=True)
+    ] == [False, True]
+    spec.pop("grid")
+    (run,) = sweep.expand(spec)
+    assert sweep.checkpointing(load_config(sweep.command(run, spec)[2:]), run, spec)[-1] == "save_buffer=True"
