@@ -176,3 +176,35 @@ def test_vector_and_parallel_runners_on_lbf(tmp_path):
         assert run_main(tmp_path / runner, "qmix", env="gymma", extra=extra) == 0
         (run,) = sacred_runs(tmp_path / runner)
         assert read(run, "run.json")["status"] == "COMPLETED"
+
+
+def readme_lbf_tasks():
+    """The README's rows for EPyMARL's LBF benchmark tasks: (task name, env_args)."""
+    readme = read(os.path.join(os.path.dirname(__file__), ".."), "README.md")
+    rows = []
+    for line in readme.splitlines():
+        if line.startswith("| LBF "):
+            name, args = (cell.strip() for cell in line.strip("|").split("|"))
+            kv = dict(tok.split("=", 1) for tok in args.strip("`").split())
+            rows.append((name[len("LBF ") :], kv))
+    return rows
+
+
+def test_readme_lists_epymarls_seven_lbf_tasks():
+    assert len(readme_lbf_tasks()) == 7
+
+
+@pytest.mark.parametrize("name,kv", readme_lbf_tasks())
+def test_readme_lbf_tasks_build_as_named(name, kv):
+    # "15x15-3p-5f": 15x15 grid, 3 players, 5 foods; "2s": sight 2; "c": cooperative foods
+    size, players, foods = name.split("-")[:3]
+    n, f = int(players[:-1]), int(foods[:-1])
+    extra = {k: int(v) for k, v in kv.items() if k != "key"}
+    env = make(kv["key"], **extra)
+    info = env.get_env_info()
+    assert info["n_agents"] == n
+    assert info["obs_shape"] == 3 * (n + f)  # x, y, level of every food and player
+    base = env.env.unwrapped
+    assert base.field_size == (int(size.split("x")[0]),) * 2
+    assert base.sight == (2 if "-2s" in name else base.field_size[0])
+    assert base.force_coop == name.endswith("-c")
