@@ -15,7 +15,7 @@ import sys
 
 import yaml
 
-from utils.errors import ConfigError
+from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
 from utils.values import coerce, type_name
 
@@ -37,7 +37,7 @@ def yaml_error(path, e):
     """One line naming the file, the line and what is wrong."""
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    what = getattr(e, "problem", None) or str(e).splitlines()[0]
+    what = getattr(e, "problem", None) or first_line(e)
     return f"{path} is not valid YAML{where}: {what}"
 
 
@@ -257,9 +257,13 @@ def key_specs(path=None):
     return specs
 
 
+def project_path(path):
+    """A relative path is taken from the project root, wherever the command runs."""
+    return path if os.path.isabs(path) else os.path.join(ROOT, path)
+
+
 def results_base(config):
-    base = config["local_results_path"]
-    return base if os.path.isabs(base) else os.path.join(ROOT, base)
+    return project_path(config["local_results_path"])
 
 
 def check_results_path(config):

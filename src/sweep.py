@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import yaml  # noqa: E402
 
-from config import ROOT, load_config, results_base, yaml_error  # noqa: E402
+from config import ROOT, load_config, project_path, yaml_error  # noqa: E402
 from utils.checkpoint import find_checkpoint  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import run_status  # noqa: E402
@@ -159,7 +159,7 @@ def checkpointing(config, run, spec):
 
 
 def results_dir(spec):
-    return results_base({"local_results_path": spec.get("results", "results")})
+    return project_path(spec.get("results", "results"))
 
 
 def saved_runs(spec):

@@ -17,7 +17,7 @@ import importlib
 import numpy as np
 
 from envs.multiagentenv import PerAgentSpacesEnv, noop_only, team_reward
-from utils.errors import ConfigError
+from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
 
 WRAPPER_KEYS = {"key", "time_limit", "seed", "common_reward", "reward_scalarisation"}
@@ -90,8 +90,8 @@ class GymmaEnv(PerAgentSpacesEnv):
         try:
             self.env = _gym().make(env_id, disable_env_checker=True, **kwargs)
         except Exception as e:  # third-party code: one line naming what was given
-            first = (str(e).strip().splitlines() or [""])[0]
-            raise ConfigError(f"{env_id} cannot be built with {kwargs or 'its defaults'}: {first}") from None
+            given = kwargs or "its defaults"
+            raise ConfigError(f"{env_id} cannot be built with {given}: {first_line(e)}") from None
         self.key = env_args["key"]
         act, obs = self.env.action_space, self.env.observation_space
         if not (hasattr(act, "spaces") and hasattr(obs, "spaces")):

@@ -7,7 +7,7 @@ import pkgutil
 import numpy as np
 
 from envs.multiagentenv import PerAgentSpacesEnv, action_layout, noop_only, team_reward
-from utils.errors import ConfigError
+from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
 from utils.values import coerce
 
@@ -104,9 +104,8 @@ def validate_env_args(env_args):
         finally:
             env.close()
     except Exception as e:  # any failure of third-party code: report it in one line
-        first = (str(e).strip().splitlines() or [""])[0]
         raise ConfigError(
-            f"{module.__name__} cannot be built with env_args {given}: {type(e).__name__}: {first}"
+            f"{module.__name__} cannot be built with env_args {given}: {type(e).__name__}: {first_line(e)}"
         ) from None
     if n == 0:
         raise ConfigError(f"{module.__name__} with env_args {given} has no agents")

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from envs.multiagentenv import PerAgentSpacesEnv, action_layout
-from utils.errors import ConfigError
+from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
 
 WRAPPER_KEYS = {
@@ -60,10 +60,9 @@ def validate_env_args(env_args):
     except ConfigError:
         raise
     except Exception as e:  # the scenario refused its kwargs: say so in one line
-        first = (str(e).strip().splitlines() or [""])[0]
         kwargs = scenario_kwargs(env_args)
         raise ConfigError(
-            f"VMAS scenario {scenario} cannot be built with {kwargs}: {type(e).__name__}: {first}"
+            f"VMAS scenario {scenario} cannot be built with {kwargs}: {type(e).__name__}: {first_line(e)}"
         ) from None
 
 

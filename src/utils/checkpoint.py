@@ -13,7 +13,7 @@ import zipfile
 
 import torch
 
-from utils.errors import ConfigError
+from utils.errors import ConfigError, first_line
 from utils.files import current_umask
 
 PARTIAL = re.compile(r"^\.\d+\..+")  # a step folder being written (or left by a killed save)
@@ -152,10 +152,6 @@ def load_checkpoint(folder, learner, device):
         ) from None
     with open(os.path.join(folder, "meta.json")) as f:
         return json.load(f)
-
-
-def first_line(error):
-    return (str(error).strip().splitlines() or [""])[0]
 
 
 def load_buffer(folder, buffer):
