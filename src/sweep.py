@@ -19,6 +19,7 @@ A sweep file:
     results: results                  # local_results_path of every run
     checkpoint_interval: auto         # env steps between checkpoints (auto: a tenth of t_max; 0: none)
     checkpoint_buffer: true           # checkpoints keep the replay buffer (the newest one only)
+    archive: null                     # a folder (e.g. bench/runs/<experiment>) to keep completed records in
 
 Every run gets experiment=<experiment> and a sweep_key naming its configuration; re-running the
 sweep skips runs whose key already has a COMPLETED Sacred record. A run that was stopped
@@ -26,6 +27,11 @@ sweep skips runs whose key already has a COMPLETED Sacred record. A run that was
 buffer, and carries the metrics logged so far into its new record; --restart starts such runs
 over instead. A run whose record is RUNNING in another process is left to it. A failed run is
 recorded and the others go on (run again, it starts over); the exit code is 1 if any failed.
+
+With `archive`, the small files of each completed record (run.json, config.json, metrics.json,
+info.json; no checkpoints, no cout.txt) are copied there, one folder per configuration, and the
+sweep counts the runs found there as completed: commit that folder, and a sweep spread over
+machines or fresh checkouts skips what is already done; plot.py reads it like any results folder.
 """
 
 import argparse
@@ -34,6 +40,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,7 +54,7 @@ from config import ROOT, load_config, project_path, yaml_error  # noqa: E402
 from utils.checkpoint import find_checkpoint  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import run_status  # noqa: E402
-from utils.results import find_runs  # noqa: E402
+from utils.results import find_runs, read_run  # noqa: E402
 
 MAIN = os.path.join(ROOT, "src", "main.py")
 SPEC_KEYS = {
@@ -63,7 +70,9 @@ SPEC_KEYS = {
     "results",
     "checkpoint_interval",
     "checkpoint_buffer",
+    "archive",
 }
+ARCHIVED = ("config.json", "metrics.json", "info.json", "run.json")  # run.json last: it marks a whole copy
 RESUMABLE = ("INTERRUPTED", "DIED")  # stopped from outside; a FAILED run starts over
 
 
@@ -204,22 +213,62 @@ def drop_buffers(spec, key):
             os.remove(path)
 
 
-def record_keys(spec):
-    """-> {status (run_status): sweep keys of this sweep's records with it}."""
-    base = results_dir(spec)
-    folder = os.path.join(base, "sacred", spec["experiment"])
-    by_status = {}
+def records(folder):
+    """-> [(run folder, sweep key, status)] of the Sacred records under `folder` that have a key."""
+    found = []
     for path in find_runs([folder]) if os.path.isdir(folder) else []:
         try:
             with open(os.path.join(path, "run.json")) as f:
                 run = json.load(f)
             with open(os.path.join(path, "config.json")) as f:
                 key = json.load(f).get("sweep_key")
-        except (OSError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError, AttributeError):
             continue
         if key:
-            by_status.setdefault(run_status(run), set()).add(key)
+            found.append((path, key, run_status(run)))
+    return found
+
+
+def archive_dir(spec):
+    return project_path(spec["archive"]) if spec.get("archive") else None
+
+
+def record_keys(spec):
+    """-> {status (run_status): sweep keys of this sweep's records with it}; the archive's records
+    count as COMPLETED."""
+    by_status = {}
+    for _, key, status in records(os.path.join(results_dir(spec), "sacred", spec["experiment"])):
+        by_status.setdefault(status, set()).add(key)
+    archive = archive_dir(spec)
+    if archive:
+        by_status.setdefault("COMPLETED", set()).update(
+            key for _, key, status in records(archive) if status == "COMPLETED"
+        )
     return by_status
+
+
+def archive_completed(spec):
+    """Copy every completed record of this sweep that the archive lacks into it; -> how many."""
+    archive = archive_dir(spec)
+    if not archive:
+        return 0
+    have = {key for _, key, status in records(archive) if status == "COMPLETED"}
+    copied = 0
+    for path, key, status in records(os.path.join(results_dir(spec), "sacred", spec["experiment"])):
+        if status != "COMPLETED" or key in have:
+            continue
+        try:
+            config = read_run(path)[0]
+        except ValueError:  # a half-written copy: leave it to the loader's warning
+            continue
+        dest = os.path.join(archive, f"{config.get('name')}_seed{config.get('seed')}_{key}")
+        os.makedirs(dest, exist_ok=True)
+        for name in ARCHIVED:
+            if os.path.isfile(os.path.join(path, name)):
+                shutil.copyfile(os.path.join(path, name), os.path.join(dest, name))
+        have.add(key)
+        copied += 1
+    return copied
 
 
 def log_path(run, spec):
@@ -431,6 +480,10 @@ def main(argv=None):
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if not a.dry_run:
+        archived = archive_completed(spec)
+        if archived:
+            print(f"archived {archived} completed runs in {spec['archive']}")
     statuses = record_keys(spec)
     done = statuses.get("COMPLETED", set())
     # a run that another sweep process is running now (the same sweep started twice)
@@ -479,6 +532,7 @@ def main(argv=None):
             completed += rc == 0
             if rc == 0:
                 drop_buffers(spec, run["key"])
+                archive_completed(spec)
             print(f"{'done  ' if rc == 0 else f'FAILED (exit {rc})'} {describe(run)} -> {log}", flush=True)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -374,3 +374,38 @@ def test_an_interrupted_sweep_run_is_superseded_by_its_completed_rerun(swept, tm
     shutil.rmtree(runs[0])  # without its completed twin it counts again
     df = load_runs([str(copy)])
     assert df["run_dir"].nunique() == 4 and "INTERRUPTED" in set(df["status"])
+
+
+def test_an_archived_sweep_is_done_on_a_fresh_checkout(swept, tmp_path, capsys):
+    # Results folders do not travel between machines; the archive (committed) does.
+    root, _ = swept
+    results = tmp_path / "results"
+    shutil.copytree(root / "results", results)
+    with open(write_spec(tmp_path / "s.yaml", results)) as f:
+        spec = json.load(f)
+    spec["archive"] = str(tmp_path / "archive")
+    with open(tmp_path / "s.yaml", "w") as f:
+        json.dump(spec, f)
+    capsys.readouterr()
+    assert sweep.main([str(tmp_path / "s.yaml"), "--dry-run"]) == 0
+    assert not os.path.exists(tmp_path / "archive")  # a dry run writes nothing
+    assert sweep.main([str(tmp_path / "s.yaml")]) == 0
+    assert "archived 4 completed runs" in capsys.readouterr().out
+    folders = sorted(os.listdir(tmp_path / "archive"))
+    assert len(folders) == 4 and {f.split("_seed")[0] for f in folders} == {"qmix", "vdn"}
+    assert glob.glob(str(results / "sacred" / "**" / "cout.txt"), recursive=True)
+    for folder in folders:  # the record's small files, no console log
+        kept = set(os.listdir(tmp_path / "archive" / folder))
+        assert {"config.json", "metrics.json", "run.json"} <= kept <= set(sweep.ARCHIVED)
+    with pytest.warns(UserWarning, match="skipping unreadable run"):
+        both = load_runs([str(results / "sacred"), str(tmp_path / "archive")], status=["COMPLETED"])
+    assert both["run_dir"].nunique() == 4 and both.attrs["skipped"]["DUPLICATE"] == 4
+    archived = load_runs([str(tmp_path / "archive")])
+    assert archived["run_dir"].nunique() == 4 and set(archived["status"]) == {"COMPLETED"}
+    key = ["name", "seed", "metric", "t_env"]
+    assert archived.sort_values(key)["value"].tolist() == both.sort_values(key)["value"].tolist()
+
+    shutil.rmtree(results)  # a fresh checkout: no results, the archive only
+    assert sweep.main([str(tmp_path / "s.yaml")]) == 0
+    assert "4 runs, 4 already completed" in capsys.readouterr().out
+    assert not os.path.exists(results / "sacred")  # nothing ran again

@@ -53,6 +53,7 @@ def read_run(path):
     info = {"run_dir": path, "run_id": os.path.basename(path), "status": run_status(run)}
     info.update(flatten({k: v for k, v in config.items() if k != "seed"}))
     info["seed"] = config.get("seed")
+    info["start_time"] = run.get("start_time")
     info["resumed_from"] = resumed_from(path)
     return info, metrics
 
@@ -75,7 +76,8 @@ def load_runs(folders, metrics=None, status=None):
     warning. metrics: keep only these metric names; status: keep only runs with these statuses
     (DIED: left RUNNING by a process that was killed). A sweep run that ended early is left out
     when another run of the same sweep configuration completed, and any run that another was
-    resumed from (its metrics are in that one's record) is left out too (SUPERSEDED).
+    resumed from (its metrics are in that one's record) is left out too (SUPERSEDED). A copy of a
+    sweep record (a sweep's archive read beside its results) counts once (DUPLICATE).
     df.attrs["skipped"] counts the runs each filter left out."""
     import pandas as pd
 
@@ -93,12 +95,18 @@ def load_runs(folders, metrics=None, status=None):
     done = {(i.get("experiment"), i.get("sweep_key")) for _, i, _ in runs if i["status"] == "COMPLETED"}
     # A run that another went on from lives on in that one's record, which carries its metrics.
     continued = {os.path.realpath(i["resumed_from"]) for _, i, _ in runs if i["resumed_from"]}
+    seen = set()
     for path, info, run_metrics in runs:
         key = (info.get("experiment"), info.get("sweep_key"))
         superseded = info["status"] in ENDED_EARLY and info.get("sweep_key") and key in done
         if superseded or os.path.realpath(path) in continued:
             skipped["SUPERSEDED"] = skipped.get("SUPERSEDED", 0) + 1
             continue
+        twin = (info.get("experiment"), info.get("sweep_key"), info["start_time"], info["status"])
+        if info.get("sweep_key") and twin in seen:
+            skipped["DUPLICATE"] = skipped.get("DUPLICATE", 0) + 1
+            continue
+        seen.add(twin)
         if status is not None and info["status"] not in status:
             skipped[info["status"]] = skipped.get(info["status"], 0) + 1
             continue
