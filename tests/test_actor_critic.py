@@ -189,7 +189,7 @@ def test_running_value_norm_is_per_column_and_masked():
     (mean, std), (other_mean, other_std) = norm.stats(), other.stats()
     assert torch.allclose(mean, other_mean) and torch.allclose(std, other_std)
     for i in range(3):  # each column as a scalar RunningMeanStd of its own entries
-        ref = RunningMeanStd()
+        ref = RunningMeanStd(unbiased=True)  # EPyMARL's sample variances
         ref.update(x[..., i], mask[..., i])
         assert torch.allclose(mean[i], ref.mean) and torch.allclose(std[i] ** 2, ref.var)
 

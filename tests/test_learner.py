@@ -283,6 +283,44 @@ def test_running_mean_std_counts_only_masked_entries():
     assert float(rms.var) == pytest.approx(float(allx.var(unbiased=False)), rel=1e-4)
 
 
+def test_unbiased_running_mean_std_follows_epymarls_recurrence():
+    """standardise_rewards as EPyMARL computes it: each batch's sample variance (torch.var), merged
+    by Chan's update from mean 0, variance 1, count 1e-4; one column per reward column."""
+    from utils.rl_utils import RunningMeanStd
+
+    rms = RunningMeanStd(shape=(3,), unbiased=True)
+    mean, var, count = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64), 1e-4
+    g = torch.Generator().manual_seed(3)
+    for scale in (1.0, 5.0, 0.5):
+        x = (torch.randn(10, 25, 3, generator=g) * scale + torch.tensor([0.0, 2.0, -1.0])).double()
+        rms.update(x)
+        flat = x.reshape(-1, 3)
+        b_mean, b_var, n = flat.mean(0), flat.var(0), flat.shape[0]
+        delta, total = b_mean - mean, count + n
+        mean = mean + delta * n / total
+        var = (var * count + b_var * n + delta**2 * count * n / total) / total
+        count = total
+    assert torch.allclose(rms.mean, mean) and torch.allclose(rms.var, var)
+    biased = RunningMeanStd(shape=(3,))
+    biased.update(x)
+    assert not torch.allclose(biased.var, var)  # the flag matters
+
+
+def test_learner_standardises_each_reward_column():
+    from learners.base import Learner
+
+    batch = make_batch(individual=True)
+    args = learner_args(standardise_rewards=True, common_reward=False)
+    learner = Learner(None, batch.scheme, None, args)
+    rewards, _, mask = learner.rewards_and_masks(batch)
+    assert learner.reward_rms.mean.shape == (N,)
+    for i in range(N):  # each agent's rewards standardised by its own statistics
+        seen = batch["reward"][:, :-1, i][mask[..., 0] > 0].double()
+        assert torch.allclose(
+            rewards[..., i][mask[..., 0] > 0].double(), (seen - seen.mean()) / seen.std(), atol=1e-3
+        )
+
+
 @pytest.mark.parametrize("mixer", ["qmix", "vdn", None])
 @pytest.mark.parametrize("time_limit_bootstrap", [True, False])
 def test_transition_windows_train_like_whole_episodes(mixer, time_limit_bootstrap):

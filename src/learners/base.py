@@ -42,7 +42,13 @@ class Learner:
         self.args = args
         self.mac = mac
         self.logger = logger
-        self.reward_rms = RunningMeanStd(device=args.device) if args.standardise_rewards else None
+        # EPyMARL's standardise_rewards: per reward column (one, or one per agent), sample variances
+        columns = 1 if getattr(args, "common_reward", True) else args.n_agents
+        self.reward_rms = (
+            RunningMeanStd(shape=(columns,), device=args.device, unbiased=True)
+            if args.standardise_rewards
+            else None
+        )
         self.last_target_update_episode = 0
         self.train_steps = 0
         self.log_stats_t = -args.learner_log_interval - 1

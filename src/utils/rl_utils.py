@@ -3,9 +3,14 @@ import torch
 
 class RunningMeanStd:
     """Running mean and variance (Chan et al.'s parallel update) over every entry seen, or per
-    column with shape=(n,): the statistics then reduce over all leading dims of the inputs."""
+    column with shape=(n,): the statistics then reduce over all leading dims of the inputs.
 
-    def __init__(self, shape=(), epsilon=1e-4, device="cpu"):
+    unbiased: each batch enters with its sample variance (n - 1 in the denominator), as EPyMARL's
+    standardise_rewards / standardise_returns do (torch.var); the running variance then sits
+    n/(n-1) above the pooled variance of everything seen, which it equals without the flag."""
+
+    def __init__(self, shape=(), epsilon=1e-4, device="cpu", unbiased=False):
+        self.unbiased = unbiased
         self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
         self.var = torch.ones(shape, dtype=torch.float64, device=device)
         self.count = epsilon
@@ -20,7 +25,8 @@ class RunningMeanStd:
         batch_count = mask.sum(dims)
         n = batch_count.clamp(min=1.0)  # a column with no entries leaves its statistics as they are
         batch_mean = (x * mask).sum(dims) / n
-        batch_var = (((x - batch_mean) ** 2) * mask).sum(dims) / n
+        denominator = (n - 1).clamp(min=1.0) if self.unbiased else n
+        batch_var = (((x - batch_mean) ** 2) * mask).sum(dims) / denominator
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
@@ -31,7 +37,7 @@ class RunningMeanStd:
     def standardise(self, x, mask=None):
         """Absorb x, then return it standardised by the updated statistics (float32)."""
         self.update(x, mask)
-        return ((x - self.mean) / torch.sqrt(self.var)).float()
+        return ((x - self.mean) / torch.sqrt(self.var)).to(x.dtype)
 
     def state_dict(self):
         count = self.count.tolist() if torch.is_tensor(self.count) else self.count
@@ -224,7 +230,7 @@ class ValueNorm:
         self.mode = mode
         self.beta = beta
         if mode == "running":
-            self.rms = RunningMeanStd(shape=(n_cols,), device=device)
+            self.rms = RunningMeanStd(shape=(n_cols,), device=device, unbiased=True)
             return
         zero = lambda: torch.zeros((), dtype=torch.float64, device=device)  # noqa: E731
         self.mean, self.sq, self.weight = zero(), zero(), zero()  # E[x], E[x^2], debiasing weight
