@@ -30,8 +30,11 @@ recorded and the others go on (run again, it starts over); the exit code is 1 if
 
 With `archive`, the small files of each completed record (run.json, config.json, metrics.json,
 info.json; no checkpoints, no cout.txt) are copied there, one folder per configuration, and the
-sweep counts the runs found there as completed: commit that folder, and a sweep spread over
-machines or fresh checkouts skips what is already done; plot.py reads it like any results folder.
+sweep counts the runs found there as completed. A stopped run keeps its newest checkpoint
+(without the replay buffer) and its record in <archive>/unfinished/, and a sweep on a machine
+that lacks them puts them back and goes on from there. Commit that folder, and a sweep spread over
+machines or fresh checkouts skips what is done and goes on with what is not; plot.py reads it
+like any results folder.
 """
 
 import argparse
@@ -268,7 +271,106 @@ def archive_completed(spec):
                 shutil.copyfile(os.path.join(path, name), os.path.join(dest, name))
         have.add(key)
         copied += 1
+    for key, where in archived_unfinished(spec).items():
+        if key in have:  # its completed record carries the whole curve
+            shutil.rmtree(where["folder"])
     return copied
+
+
+def _unfinished_root(spec):
+    archive = archive_dir(spec)
+    return os.path.join(archive, "unfinished") if archive else None
+
+
+def _copy_files(src, dest, names=None, skip=()):
+    os.makedirs(dest, exist_ok=True)
+    for name in sorted(os.listdir(src)) if names is None else names:
+        path = os.path.join(src, name)
+        if name not in skip and os.path.isfile(path):
+            shutil.copyfile(path, os.path.join(dest, name))
+
+
+def archived_unfinished(spec):
+    """-> {sweep key: {folder, t_env, token, record}} of the stopped runs kept in the archive."""
+    root = _unfinished_root(spec)
+    found = {}
+    for name in sorted(os.listdir(root)) if root and os.path.isdir(root) else []:
+        try:
+            with open(os.path.join(root, name, "where.json")) as f:
+                where = json.load(f)
+        except (OSError, ValueError):
+            continue  # a copy that did not finish: where.json is written last
+        found[where["key"]] = {**where, "folder": os.path.join(root, name)}
+    return found
+
+
+def archive_unfinished(spec):
+    """Keep each stopped run's newest checkpoint (without its replay buffer) and its record in
+    <archive>/unfinished/, so a fresh checkout can go on from there. -> how many were written."""
+    root = _unfinished_root(spec)
+    if not root:
+        return 0
+    done = record_keys(spec).get("COMPLETED", set())
+    have = archived_unfinished(spec)
+    written = 0
+    for key, saved in saved_runs(spec).items():
+        point = resume_point(saved)
+        if key in done or point is None or not point["record"]:
+            continue
+        if key in have and have[key]["t_env"] >= point["t_env"]:
+            continue
+        record = os.path.join(results_dir(spec), point["record"])
+        with open(os.path.join(point["folder"], "meta.json")) as f:
+            config = json.load(f)["config"]
+        dest = os.path.join(root, f"{config.get('name')}_seed{config.get('seed')}_{key}")
+        shutil.rmtree(dest, ignore_errors=True)
+        _copy_files(point["folder"], os.path.join(dest, "checkpoint"), skip=("buffer.th",))
+        _copy_files(record, os.path.join(dest, "record"), names=ARCHIVED)
+        run_path = os.path.join(dest, "record", "run.json")
+        with open(run_path) as f:
+            run = json.load(f)
+        if run.get("status") == "RUNNING":  # DIED: its pid means nothing on another machine
+            run["status"] = "INTERRUPTED"
+            with open(run_path, "w") as f:
+                json.dump(run, f, indent=2)
+        where = {
+            "key": key,
+            "t_env": point["t_env"],
+            "token": os.path.basename(os.path.dirname(point["folder"])),
+            "record": point["record"],
+        }
+        with open(os.path.join(dest, "where.json"), "w") as f:
+            json.dump(where, f, indent=2)
+        written += 1
+    return written
+
+
+def restore_unfinished(spec, todo_keys):
+    """Put archived stopped runs back into the results folder, where a sweep on the machine that
+    ran them would find them, when that folder holds nothing as far along. -> {key: t_env}."""
+    base = results_dir(spec)
+    local = saved_runs(spec)
+    restored = {}
+    for key, where in archived_unfinished(spec).items():
+        point = resume_point(local.get(key, []))
+        if key not in todo_keys or (point and point["t_env"] >= where["t_env"]):
+            continue
+        record = os.path.join(base, where["record"])
+        if os.path.exists(record):  # that run id is taken here: the next free one
+            parent = os.path.dirname(record)
+            ids = [int(d) for d in os.listdir(parent) if d.isdigit()]
+            record = os.path.join(parent, str(max(ids, default=0) + 1))
+        shutil.copytree(os.path.join(where["folder"], "record"), record)
+        checkpoint = os.path.join(base, "models", where["token"], str(where["t_env"]))
+        shutil.copytree(os.path.join(where["folder"], "checkpoint"), checkpoint, dirs_exist_ok=True)
+        meta_path = os.path.join(checkpoint, "meta.json")
+        with open(meta_path) as f:
+            meta = json.load(f)
+        meta["record"] = os.path.relpath(record, base)
+        with open(meta_path, "w") as f:
+            json.dump(meta, f, indent=2)
+        restored[key] = where["t_env"]
+    return restored
 
 
 def log_path(run, spec):
@@ -484,14 +586,23 @@ def main(argv=None):
         archived = archive_completed(spec)
         if archived:
             print(f"archived {archived} completed runs in {spec['archive']}")
+        archive_unfinished(spec)
     statuses = record_keys(spec)
     done = statuses.get("COMPLETED", set())
     # a run that another sweep process is running now (the same sweep started twice)
     busy = statuses.get("RUNNING", set()) - done
     todo = [r for r in runs if r["key"] not in done and r["key"] not in busy]
+    elsewhere = {}  # stopped runs that only the archive holds: went on from there
+    if not a.restart:
+        if a.dry_run:
+            elsewhere = {k: w["t_env"] for k, w in archived_unfinished(spec).items()}
+        else:
+            restore_unfinished(spec, keys(todo))
     saved = {} if a.restart else saved_runs(spec)
     for r in todo:
         r["resume"] = resume_point(saved.get(r["key"], []))
+        if r["key"] in elsewhere and (r["resume"] is None or r["resume"]["t_env"] < elsewhere[r["key"]]):
+            r["resume"] = {"t_env": elsewhere[r["key"]], "archived": True}
     print(
         f"sweep {spec['experiment']}: {len(runs)} runs, {len(done & keys(runs))} already completed"
         + (f", {len(busy & keys(runs))} running now in another process (left to it)" if busy else "")
@@ -502,7 +613,8 @@ def main(argv=None):
         elif r["key"] in busy:
             print("  busy   " + describe(r))
         elif r.get("resume"):
-            print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']})")
+            where = ", in the archive" if r["resume"].get("archived") else ""
+            print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']}{where})")
         else:
             print("  run    " + describe(r))
     if a.dry_run or not todo:
@@ -538,6 +650,7 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        _archive_stopped(spec)
         print(
             f"sweep {spec['experiment']} interrupted: {completed} completed, {stopped} "
             f"interrupted, {failed} failed, {len(todo) - completed - stopped - failed} not "
@@ -547,11 +660,19 @@ def main(argv=None):
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if stopped:
+        _archive_stopped(spec)
     print(
         f"sweep {spec['experiment']}: {completed} completed, {failed} failed"
         + (f", {stopped} interrupted" if stopped else "")
     )
     return 1 if failed or stopped else 0
+
+
+def _archive_stopped(spec):
+    n = archive_unfinished(spec)
+    if n:
+        print(f"kept the newest checkpoint of {n} stopped runs in {spec['archive']}/unfinished", flush=True)
 
 
 def _raise_interrupt(signum, frame):

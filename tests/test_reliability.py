@@ -640,3 +640,65 @@ def test_sweep_checkpointing_keeps_the_runs_own_choices(tmp_path):
     spec.pop("grid")
     (run,) = sweep.expand(spec)
     assert sweep.checkpointing(load_config(sweep.command(run, spec)[2:]), run, spec)[-1] == "save_buffer=True"
+
+
+def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_path):
+    """Results folders stay on their machine; the archive carries a stopped run's newest
+    checkpoint (no buffer) and record, so a sweep elsewhere goes on from it."""
+    archive = tmp_path / "archive"
+
+    def spec_for(machine):
+        spec = {
+            "experiment": "handoff",
+            "config": "qmix",
+            "env_config": "mpe",
+            "seeds": [1],
+            "workers": 1,
+            "checkpoint_interval": 100,
+            "archive": str(archive),
+            "overrides": {
+                "t_max": 10000000,
+                **dict(o.split("=") for o in QUICK if not o.startswith("t_max")),
+                "local_results_path": str(tmp_path / machine),
+            },
+        }
+        path = tmp_path / f"{machine}.yaml"
+        path.write_text(json.dumps(spec))
+        return [sys.executable, os.path.join(SRC, "sweep.py"), str(path)]
+
+    def run_until(sweep, results, n_saved):
+        proc = subprocess.Popen(sweep, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _started.append(proc)
+        assert wait_for(lambda: len(steps_saved(results)) >= n_saved)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "kept the newest checkpoint of 1 stopped runs" in out, out
+
+    first = spec_for("first")
+    run_until(first, tmp_path / "first", 2)
+    (kept,) = glob.glob(str(archive / "unfinished" / "qmix_seed1_*"))
+    t_saved = read(kept, "where.json")["t_env"]
+    assert t_saved == steps_saved(tmp_path / "first")[-1][0]
+    assert sorted(os.listdir(os.path.join(kept, "checkpoint"))) == ["learner.th", "meta.json"]  # no buffer
+    assert read(os.path.join(kept, "record"), "run.json")["status"] == "INTERRUPTED"
+    archived_curve = read(os.path.join(kept, "record"), "metrics.json")["test_return_mean"]
+
+    second = spec_for("second")  # a fresh checkout: nothing in its results folder
+    listing = subprocess.run([*second, "--dry-run"], capture_output=True, text=True).stdout
+    assert f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved}, in the archive)" in listing
+    assert not os.path.exists(tmp_path / "second")
+    run_until(second, tmp_path / "second", 2)  # the restored step and one new save
+    records = glob.glob(str(tmp_path / "second" / "sacred" / "handoff" / "mpe" / "*" / "qmix" / "[0-9]*"))
+    restored, resumed = sorted(records, key=lambda p: int(os.path.basename(p)))
+    assert read(restored, "run.json")["status"] == "INTERRUPTED"
+    info = read(resumed, "info.json")["resumed_from"]
+    assert info["t_env"] == t_saved and not info["buffer_restored"] and info["points_carried"] > 0
+    curve = read(resumed, "metrics.json")["test_return_mean"]
+    upto = [t for t in archived_curve["steps"] if t <= t_saved]
+    assert (
+        curve["steps"][: len(upto)] == upto
+        and curve["values"][: len(upto)] == archived_curve["values"][: len(upto)]
+    )
+    # the archive now holds the further checkpoint, for the next machine
+    assert read(kept, "where.json")["t_env"] == steps_saved(tmp_path / "second")[-1][0] > t_saved

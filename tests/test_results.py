@@ -386,11 +386,18 @@ def test_an_archived_sweep_is_done_on_a_fresh_checkout(swept, tmp_path, capsys):
     spec["archive"] = str(tmp_path / "archive")
     with open(tmp_path / "s.yaml", "w") as f:
         json.dump(spec, f)
+    # a stopped run of one of these configurations, kept from another machine
+    key = sweep.expand(spec)[0]["key"]
+    os.makedirs(tmp_path / "archive" / "unfinished" / f"qmix_seed1_{key}")
+    with open(tmp_path / "archive" / "unfinished" / f"qmix_seed1_{key}" / "where.json", "w") as f:
+        json.dump({"key": key, "t_env": 50, "token": "x", "record": "y"}, f)
     capsys.readouterr()
     assert sweep.main([str(tmp_path / "s.yaml"), "--dry-run"]) == 0
-    assert not os.path.exists(tmp_path / "archive")  # a dry run writes nothing
+    assert os.listdir(tmp_path / "archive") == ["unfinished"]  # a dry run writes nothing
     assert sweep.main([str(tmp_path / "s.yaml")]) == 0
     assert "archived 4 completed runs" in capsys.readouterr().out
+    assert not os.listdir(tmp_path / "archive" / "unfinished")  # completed: the whole curve is kept
+    os.rmdir(tmp_path / "archive" / "unfinished")
     folders = sorted(os.listdir(tmp_path / "archive"))
     assert len(folders) == 4 and {f.split("_seed")[0] for f in folders} == {"qmix", "vdn"}
     assert glob.glob(str(results / "sacred" / "**" / "cout.txt"), recursive=True)
