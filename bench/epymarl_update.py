@@ -1,14 +1,16 @@
-"""Our PPO update against EPyMARL's own PPOLearner: same weights, same episodes, several updates.
+"""Our policy-gradient updates against EPyMARL's own learners: same weights, same episodes.
 
-    python bench/epymarl_update.py /path/to/epymarl [--config ippo|mappo] [--updates 5] [--seed 1]
+    python bench/epymarl_update.py /path/to/epymarl [--config ippo|mappo|ia2c|maa2c|coma]
+        [--updates 5] [--seed 1] [--double]
 
-Builds EPyMARL's BasicMAC (GRU agent) and PPOLearner with the settings of its ippo.yaml or
-mappo.yaml, copies their initial weights into our ac_mac and ppo_learner (config/algs/<config>.yaml
-on simple_spread_v3, common reward), and feeds both the same batches of 10 episodes played in our
-mpe env with uniformly random actions (PPO's update is defined for any behaviour the old policy
-scores). After each update it prints the largest absolute difference of the actor and critic
-weights and of the target critic. Agreement to float precision means the two updates are the same
-function of (weights, batch, optimiser state); anything larger names where they part.
+Builds EPyMARL's BasicMAC (GRU agent) and learner (ppo_learner, actor_critic_learner or
+coma_learner) with the settings of its <config>.yaml, copies their initial weights into our ac_mac
+and learner (config/algs/<config>.yaml on simple_spread_v3, common reward), and feeds both the
+same batches of 10 episodes played in our mpe env with uniformly random actions (the updates are
+defined for any behaviour the old policy scores). After each update it prints the largest
+absolute difference of the actor and critic weights and of the target critic. Agreement to
+float precision means the two updates are the same function of (weights, batch, optimiser
+state); anything larger names where they part.
 
 EPyMARL and this project both use top-level packages called components, modules, learners and
 controllers, so EPyMARL's are imported first, its learner is built, and its modules are then
@@ -110,6 +112,10 @@ def play(env, n_episodes, rng):
         ep["state"].append(env.get_state())  # the final observation, as the runners store it
         ep["obs"].append(np.asarray(env.get_obs()))
         ep["avail_actions"].append(np.asarray(env.get_avail_actions()))
+        # the runners act at the final step too (COMA's target bootstraps from Q of that action)
+        ep["actions"].append(
+            np.array([rng.choice(np.flatnonzero(a)) for a in ep["avail_actions"][-1]])[:, None]
+        )
         episodes.append({k: np.asarray(v) for k, v in ep.items()})
     return episodes
 
@@ -118,11 +124,12 @@ def fill(batch, episodes):
     for b, ep in enumerate(episodes):
         T = len(ep["reward"])
         batch.update(
-            {k: torch.as_tensor(ep[k]) for k in ("state", "obs", "avail_actions")}, bs=b, ts=slice(0, T + 1)
+            {k: torch.as_tensor(ep[k]) for k in ("state", "obs", "avail_actions", "actions")},
+            bs=b,
+            ts=slice(0, T + 1),
         )
         batch.update(
             {
-                "actions": torch.as_tensor(ep["actions"]),
                 "reward": torch.as_tensor(ep["reward"], dtype=torch.get_default_dtype()),
                 "terminated": torch.as_tensor(ep["terminated"], dtype=torch.uint8),
             },
@@ -169,7 +176,7 @@ def differences(theirs, ours):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("epymarl", help="an EPyMARL checkout (its src/ folder is imported)")
-    p.add_argument("--config", default="ippo", choices=["ippo", "mappo"])
+    p.add_argument("--config", default="ippo", choices=["ippo", "mappo", "ia2c", "maa2c", "coma"])
     p.add_argument("--updates", type=int, default=5)
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)

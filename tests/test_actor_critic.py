@@ -429,6 +429,26 @@ def test_coma_baseline_is_the_policy_weighted_q():
     assert torch.allclose((pi * (q - baseline.unsqueeze(-1))).sum(-1), torch.zeros_like(baseline), atol=1e-5)
 
 
+def test_coma_critic_loss_mean_or_summed_over_agents_by_hand():
+    g = torch.Generator().manual_seed(4)
+    err = torch.rand(2, 3, N, generator=g)
+    m = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]).unsqueeze(-1).expand(2, 3, N)  # 5 valid steps
+    q = m.clone()
+    q[1, 2, 0] = 0  # agent 0 dead at the last step of episode 1
+    by_step = sum(err[b, t, i] * q[b, t, i] for b in range(2) for t in range(3) for i in range(N))
+    mean = make_learner("coma_learner", "coma_critic")
+    summed = make_learner("coma_learner", "coma_critic", coma_critic_loss="agent_sum")
+    assert math.isclose(mean.critic_loss(err, q, m).item(), by_step.item() / q.sum().item(), rel_tol=1e-6)
+    assert math.isclose(summed.critic_loss(err, q, m).item(), by_step.item() / 5, rel_tol=1e-6)
+
+
+def test_shipped_coma_follows_epymarl():
+    from config import load_config
+
+    cfg = load_config(["--config=coma", "--env-config=mpe"])
+    assert cfg["coma_critic_loss"] == "agent_sum" and cfg["time_limit_bootstrap"] and cfg["q_nstep"] == 10
+
+
 def test_coma_needs_a_team_reward():
     from config import ConfigError, load_config
 

@@ -32,6 +32,13 @@ class COMALearner(PolicyGradientLearner):
         if config["value_norm"] != "none":
             raise ConfigError("learner=coma_learner uses no value normalisation; set value_norm=none")
 
+    def critic_loss(self, sq_error, q_mask, m) -> torch.Tensor:
+        """mean: over the agent-steps in q_mask; agent_sum: each step's errors summed over those
+        agents, averaged over the valid steps (EPyMARL)."""
+        if self.args.coma_critic_loss == "agent_sum":
+            return (sq_error * q_mask).sum() / m[..., 0].sum().clamp(min=1.0)
+        return masked_mean(sq_error, q_mask)
+
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         self.logging = self.log_due(t_env)
         args = self.args
@@ -46,7 +53,7 @@ class COMALearner(PolicyGradientLearner):
                 returns = lambda_returns(rewards, terminated, m, z, args.gamma, args.td_lambda)
             else:
                 returns = nstep_returns(rewards, terminated, m, z, args.gamma, args.q_nstep)
-        self.critic_step(masked_mean((q_taken[:, :-1] - returns) ** 2, q_mask))
+        self.critic_step(self.critic_loss((q_taken[:, :-1] - returns) ** 2, q_mask, m))
 
         avail = batch["avail_actions"][:, :-1]
         out = self.mac.forward_seq(batch)[:, :-1]
