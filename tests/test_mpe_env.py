@@ -63,6 +63,18 @@ def test_time_limit_is_not_termination():
     assert done and info["episode_limit"] and env.get_indi_terminated().sum() == 0
 
 
+def test_the_final_observation_at_the_time_limit_is_kept():
+    # A critic of observations (IPPO, IA2C) bootstraps from it; zeros there made every episode's
+    # last targets come from an input the critic never sees elsewhere.
+    env = make(max_cycles=4)
+    for _ in range(4):
+        _, done, _ = env.step([1, 2, 3])
+    obs = env.get_obs()
+    assert done and np.abs(obs).sum() > 0
+    assert np.array_equal(obs.reshape(-1), env.get_state())  # simple_spread's state: the observations
+    assert (env.get_avail_actions() == [1, 0, 0, 0, 0]).all()  # done agents can only no-op
+
+
 def test_any_pettingzoo_env_by_import_path():
     env = PettingZooEnv(
         key="pz_toy", max_cycles=6, seed=0, common_reward=False, reward_scalarisation="sum", bonus=0.5

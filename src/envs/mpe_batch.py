@@ -123,10 +123,11 @@ class SimpleSpreadBatch:
         done = self.steps >= self.max_cycles
         B = self.num_envs
         return {
-            # after the last step every agent is done: zero observations, only the no-op
+            # after the last step every agent is done: only the no-op; the observations stay, as
+            # a critic of observations bootstraps from them at the time limit
             "state": state,
             "avail_actions": (self._avail_done if done else self._avail_live).copy(),
-            "obs": np.zeros_like(obs) if done else obs,
+            "obs": obs,
             "reward": reward,
             "terminated": np.full(B, done),
             "indi_terminated": np.zeros((B, n), dtype=np.uint8),

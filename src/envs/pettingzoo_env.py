@@ -232,8 +232,10 @@ class PettingZooEnv(PerAgentSpacesEnv):
         if self._state_is_obs and len(obs) == self.n_agents:
             self._state_cache = np.concatenate([obs[a] for a in self.agents], axis=None).astype(np.float32)
         self._obs[:] = 0
+        # A terminated agent's observation is zero (SMAC's convention); a truncated one keeps its
+        # final observation, which a critic of observations bootstraps from at the time limit.
         for i, a in enumerate(self.agents):
-            if a in obs and not self._done[i]:
+            if a in obs and not self._indi_terminated[i]:
                 o = np.asarray(obs[a], dtype=np.float32).reshape(-1)
                 self._obs[i, : o.size] = o
 
