@@ -723,11 +723,17 @@ def test_continuous_configs_run(tmp_path, alg, squash, runner):
     assert "log_std_mean" in metrics and "pg_loss" in metrics
 
 
-def test_skirmish_runs(tmp_path):
-    extra = ["t_max=200", "runner=episode", "batch_size_run=1", "batch_size=2", "env_args.map_name=3m"]
-    assert run_main(tmp_path, alg="mappo", env="skirmish", extra=extra) == 0
-    metrics = read(sacred_runs(tmp_path)[-1], "metrics.json")
+@pytest.mark.parametrize("alg", ["ia2c", "ippo", "maa2c", "mappo", "coma"])
+@pytest.mark.parametrize("runner", ["episode", "parallel"])
+def test_skirmish_runs(tmp_path, alg, runner):
+    extra = ["t_max=200", f"runner={runner}", "batch_size=2", "env_args.map_name=3m"]
+    extra.append(f"batch_size_run={1 if runner == 'episode' else 2}")
+    assert run_main(tmp_path, alg=alg, env="skirmish", extra=extra) == 0
+    record = sacred_runs(tmp_path)[-1]
+    assert read(record, "run.json")["status"] == "COMPLETED"
+    metrics = read(record, "metrics.json")
     assert "dead_ratio" in metrics and "test_battle_won_mean" in metrics
+    assert all(math.isfinite(v) for v in metrics["pg_loss"]["values"])
 
 
 def test_policy_gradient_learners_learn_a_cooperative_task(tmp_path):
