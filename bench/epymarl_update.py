@@ -60,20 +60,19 @@ def epymarl_learner(path, config, env_info, seed):
         from controllers import REGISTRY as mac_registry
         from learners import REGISTRY as learner_registry
 
-        scheme, groups, preprocess = _scheme(env_info, OneHot)
-        probe = EpisodeBatch(scheme, groups, 1, env_info["episode_limit"] + 1, preprocess=preprocess)
+        batches, groups = _batches(EpisodeBatch, OneHot, env_info)
+        scheme = batches(1).scheme
         torch.manual_seed(seed)
-        mac = mac_registry[args.mac](probe.scheme, groups, args)
-        learner = learner_registry[args.learner](mac, probe.scheme, _NullLogger(), args)
+        mac = mac_registry[args.mac](scheme, groups, args)
+        learner = learner_registry[args.learner](mac, scheme, _NullLogger(), args)
     finally:
         sys.path.remove(src)
         _drop_packages()
-    return learner, lambda n: EpisodeBatch(
-        scheme, groups, n, env_info["episode_limit"] + 1, preprocess=preprocess
-    )
+    return learner, batches
 
 
-def _scheme(env_info, one_hot):
+def _batches(episode_batch, one_hot, env_info):
+    """-> (n -> an empty batch of n episodes in the given package's EpisodeBatch, groups)."""
     n = env_info["n_agents"]
     scheme = {
         "state": {"vshape": env_info["state_shape"], "dtype": torch.get_default_dtype()},
@@ -84,7 +83,10 @@ def _scheme(env_info, one_hot):
         "terminated": {"vshape": (1,), "dtype": torch.uint8},
         "indi_terminated": {"vshape": (n,), "dtype": torch.uint8},  # ours only; EPyMARL ignores it
     }
-    return scheme, {"agents": n}, {"actions": ("actions_onehot", [one_hot(out_dim=env_info["n_actions"])])}
+    preprocess = {"actions": ("actions_onehot", [one_hot(out_dim=env_info["n_actions"])])}
+    groups = {"agents": n}
+    length = env_info["episode_limit"] + 1
+    return lambda size: episode_batch(scheme, groups, size, length, preprocess=preprocess), groups
 
 
 class _NullLogger:
@@ -94,6 +96,10 @@ class _NullLogger:
 
 def play(env, n_episodes, rng):
     """n episodes with uniformly random actions -> list of dicts of numpy arrays."""
+
+    def sample(avail):
+        return np.array([rng.choice(np.flatnonzero(a)) for a in avail])
+
     episodes = []
     for _ in range(n_episodes):
         env.reset()
@@ -104,7 +110,7 @@ def play(env, n_episodes, rng):
             ep["state"].append(env.get_state())
             ep["obs"].append(np.asarray(env.get_obs()))
             ep["avail_actions"].append(avail)
-            actions = np.array([rng.choice(np.flatnonzero(a)) for a in avail])
+            actions = sample(avail)
             reward, done, info = env.step(actions)
             ep["actions"].append(actions[:, None])
             ep["reward"].append([reward])
@@ -113,9 +119,7 @@ def play(env, n_episodes, rng):
         ep["obs"].append(np.asarray(env.get_obs()))
         ep["avail_actions"].append(np.asarray(env.get_avail_actions()))
         # the runners act at the final step too (COMA's target bootstraps from Q of that action)
-        ep["actions"].append(
-            np.array([rng.choice(np.flatnonzero(a)) for a in ep["avail_actions"][-1]])[:, None]
-        )
+        ep["actions"].append(sample(ep["avail_actions"][-1])[:, None])
         episodes.append({k: np.asarray(v) for k, v in ep.items()})
     return episodes
 
@@ -140,37 +144,34 @@ def fill(batch, episodes):
     return batch
 
 
-def copy_weights(theirs, ours):
-    """EPyMARL's agent (GRUCell) and nn.Linear critics into our GRU agent and batched critics."""
+def _pairs(theirs, ours):
+    """-> {agent, critic, target critic: [(our tensor, EPyMARL's in our layout)]}: EPyMARL's GRUCell
+    agent against our GRU, its nn.Linear critics against our batched ones ([1, in, out])."""
     agent = theirs.mac.agent.state_dict()
-    mine = ours.mac.agent.state_dict()
-    for k in mine:
-        mine[k].copy_(agent[k.replace("_l0", "")])
-    for src, dst in ((theirs.critic, ours.critic), (theirs.target_critic, ours.target_critic)):
-        layers = [src.fc1, src.fc2, src.fc3]
-        with torch.no_grad():
-            for i, layer in enumerate(layers):
-                dst.weights[i][0].copy_(layer.weight.t())
-                dst.biases[i][0, 0].copy_(layer.bias)
+    pairs = {"agent": [(v, agent[k.replace("_l0", "")]) for k, v in ours.mac.agent.state_dict().items()]}
+    for name in ("critic", "target_critic"):
+        src, dst = getattr(theirs, name), getattr(ours, name)
+        pairs[name] = [
+            pair
+            for i, layer in enumerate((src.fc1, src.fc2, src.fc3))
+            for pair in ((dst.weights[i][0], layer.weight.t()), (dst.biases[i][0, 0], layer.bias))
+        ]
+    return pairs
+
+
+def copy_weights(theirs, ours):
+    with torch.no_grad():
+        for pairs in _pairs(theirs, ours).values():
+            for mine, other in pairs:
+                mine.copy_(other)
 
 
 def differences(theirs, ours):
-    agent = theirs.mac.agent.state_dict()
-    d_agent = max(
-        (v - agent[k.replace("_l0", "")]).abs().max().item() for k, v in ours.mac.agent.state_dict().items()
+    """-> largest |ours - EPyMARL| of the agent, the critic and the target critic."""
+    return tuple(
+        max((mine - other).abs().max().item() for mine, other in pairs)
+        for pairs in _pairs(theirs, ours).values()
     )
-
-    def critic(src, dst):
-        layers = [src.fc1, src.fc2, src.fc3]
-        return max(
-            max(
-                (dst.weights[i][0] - layer.weight.t()).abs().max().item(),
-                (dst.biases[i][0, 0] - layer.bias).abs().max().item(),
-            )
-            for i, layer in enumerate(layers)
-        )
-
-    return d_agent, critic(theirs.critic, ours.critic), critic(theirs.target_critic, ours.target_critic)
 
 
 def main():
@@ -190,17 +191,12 @@ def main():
     if a.double:
         torch.set_default_dtype(torch.float64)
 
+    # our config and env first, for the shapes; then EPyMARL's learner; then ours
     sys.path.insert(0, os.path.join(ROOT, "src"))
-    from config import load_config  # ours; imports none of the clashing packages
-
-    cfg = load_config([f"--config={a.config}", "--env-config=mpe", "with", f"seed={a.seed}"])
-    sys.path.remove(os.path.join(ROOT, "src"))
-    _drop_packages()
-
-    # the env first (ours), for its shapes; then EPyMARL's learner; then ours
-    sys.path.insert(0, os.path.join(ROOT, "src"))
+    from config import load_config
     from envs import REGISTRY as env_registry
 
+    cfg = load_config([f"--config={a.config}", "--env-config=mpe", "with", f"seed={a.seed}"])
     env = env_registry[cfg["env"]](**{**cfg["env_args"], "seed": a.seed})
     env_info = env.get_env_info()
     sys.path.remove(os.path.join(ROOT, "src"))
@@ -226,13 +222,10 @@ def main():
         learner_log_interval=10**12,
     )
     args = SimpleNamespace(**cfg)
-    scheme, groups, preprocess = _scheme(env_info, OneHot)
-    ours_batch = lambda n: EpisodeBatch(  # noqa: E731
-        scheme, groups, n, env_info["episode_limit"] + 1, preprocess=preprocess
-    )
-    probe = ours_batch(1)
-    mac = mac_registry[args.mac](probe.scheme, groups, args)
-    ours = learner_registry[args.learner](mac, probe.scheme, Logger(get_console_logger()), args)
+    ours_batch, groups = _batches(EpisodeBatch, OneHot, env_info)
+    scheme = ours_batch(1).scheme
+    mac = mac_registry[args.mac](scheme, groups, args)
+    ours = learner_registry[args.learner](mac, scheme, Logger(get_console_logger()), args)
     copy_weights(theirs, ours)
     print(
         f"{a.config}, start: largest |ours - EPyMARL| agent, critic, target critic "

@@ -216,6 +216,15 @@ def drop_buffers(spec, key):
             os.remove(path)
 
 
+def sacred_dir(spec):
+    return os.path.join(results_dir(spec), "sacred", spec["experiment"])
+
+
+def archive_name(config, key):
+    """The archive's folder of one configuration: readable, and unique through the key."""
+    return f"{config.get('name')}_seed{config.get('seed')}_{key}"
+
+
 def records(folder):
     """-> [(run folder, sweep key, status)] of the Sacred records under `folder` that have a key."""
     found = []
@@ -240,7 +249,7 @@ def record_keys(spec):
     """-> {status (run_status): sweep keys of this sweep's records with it}; the archive's records
     count as COMPLETED."""
     by_status = {}
-    for _, key, status in records(os.path.join(results_dir(spec), "sacred", spec["experiment"])):
+    for _, key, status in records(sacred_dir(spec)):
         by_status.setdefault(status, set()).add(key)
     archive = archive_dir(spec)
     if archive:
@@ -257,18 +266,14 @@ def archive_completed(spec):
         return 0
     have = {key for _, key, status in records(archive) if status == "COMPLETED"}
     copied = 0
-    for path, key, status in records(os.path.join(results_dir(spec), "sacred", spec["experiment"])):
+    for path, key, status in records(sacred_dir(spec)):
         if status != "COMPLETED" or key in have:
             continue
         try:
             config = read_run(path)[0]
         except ValueError:  # a half-written copy: leave it to the loader's warning
             continue
-        dest = os.path.join(archive, f"{config.get('name')}_seed{config.get('seed')}_{key}")
-        os.makedirs(dest, exist_ok=True)
-        for name in ARCHIVED:
-            if os.path.isfile(os.path.join(path, name)):
-                shutil.copyfile(os.path.join(path, name), os.path.join(dest, name))
+        _copy_files(path, os.path.join(archive, archive_name(config, key)), names=ARCHIVED)
         have.add(key)
         copied += 1
     for key, where in archived_unfinished(spec).items():
@@ -322,7 +327,7 @@ def archive_unfinished(spec):
         record = os.path.join(results_dir(spec), point["record"])
         with open(os.path.join(point["folder"], "meta.json")) as f:
             config = json.load(f)["config"]
-        dest = os.path.join(root, f"{config.get('name')}_seed{config.get('seed')}_{key}")
+        dest = os.path.join(root, archive_name(config, key))
         shutil.rmtree(dest, ignore_errors=True)
         _copy_files(point["folder"], os.path.join(dest, "checkpoint"), skip=("buffer.th",))
         _copy_files(record, os.path.join(dest, "record"), names=ARCHIVED)
@@ -347,10 +352,9 @@ def archive_unfinished(spec):
 
 def restore_unfinished(spec, todo_keys):
     """Put archived stopped runs back into the results folder, where a sweep on the machine that
-    ran them would find them, when that folder holds nothing as far along. -> {key: t_env}."""
+    ran them would find them, when that folder holds nothing as far along."""
     base = results_dir(spec)
     local = saved_runs(spec)
-    restored = {}
     for key, where in archived_unfinished(spec).items():
         point = resume_point(local.get(key, []))
         if key not in todo_keys or (point and point["t_env"] >= where["t_env"]):
@@ -369,8 +373,6 @@ def restore_unfinished(spec, todo_keys):
         meta["record"] = os.path.relpath(record, base)
         with open(meta_path, "w") as f:
             json.dump(meta, f, indent=2)
-        restored[key] = where["t_env"]
-    return restored
 
 
 def log_path(run, spec):

@@ -43,7 +43,7 @@ class Learner:
         self.mac = mac
         self.logger = logger
         # EPyMARL's standardise_rewards: per reward column (one, or one per agent), sample variances
-        columns = 1 if getattr(args, "common_reward", True) else args.n_agents
+        columns = 1 if args.common_reward else args.n_agents
         self.reward_rms = (
             RunningMeanStd(shape=(columns,), device=args.device, unbiased=True)
             if args.standardise_rewards

@@ -35,7 +35,7 @@ class RunningMeanStd:
         self.count = total  # a tensor: no host sync in the training step
 
     def standardise(self, x, mask=None):
-        """Absorb x, then return it standardised by the updated statistics (float32)."""
+        """Absorb x, then return it standardised by the updated statistics, in x's dtype."""
         self.update(x, mask)
         return ((x - self.mean) / torch.sqrt(self.var)).to(x.dtype)
 
