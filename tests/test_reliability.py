@@ -182,6 +182,45 @@ def test_checkpoints_clean_stale_partial_folders_and_follow_the_umask(tmp_path):
     assert os.stat(folder).st_mode & 0o777 == 0o777 & ~current_umask()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_during_a_checkpoint_save_interrupts_and_keeps_the_last_one(
+    tmp_path, monkeypatch, signum
+):
+    """A handler that raises inside torch.save's zip writer had its KeyboardInterrupt turned into
+    a RuntimeError, and a sweep's stopped run was recorded as failed."""
+    import torch
+
+    from utils import checkpoint
+
+    class Learner:
+        def state_dict(self):
+            return {"w": torch.zeros(2)}
+
+    buffer = Learner()
+    buffer.state_dict = lambda: {f"x{i}": torch.randn(1000) for i in range(50)}
+    checkpoint.save_checkpoint(str(tmp_path), 100, Learner(), {}, buffer=buffer)
+    writes, original = [], checkpoint._Writer.write
+
+    def signalled(self, data):
+        writes.append(len(data))
+        if len(writes) == 3:
+            os.kill(os.getpid(), signum)  # its handler runs before this write returns
+        return original(self, data)
+
+    monkeypatch.setattr(checkpoint._Writer, "write", signalled)
+    previous = signal.signal(signal.SIGTERM, main._raise_interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt) as e:
+            checkpoint.save_checkpoint(str(tmp_path), 200, Learner(), {}, buffer=buffer)
+        assert signal.getsignal(signal.SIGTERM) is main._raise_interrupt  # handlers given back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert getattr(e.value, "signum", signal.SIGINT) == signum
+    assert len(writes) == 3  # the save stopped there, not at the end of the buffer
+    assert sorted(os.listdir(tmp_path)) == ["100"]  # the last checkpoint, whole; nothing partial
+    assert sorted(os.listdir(tmp_path / "100")) == ["buffer.th", "learner.th", "meta.json"]
+
+
 # --- damaged checkpoints and bad paths: refused up front --------------------------------------
 
 
@@ -672,8 +711,10 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
         assert wait_for(lambda: len(steps_saved(results)) >= n_saved)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 130, err
-        assert "kept the newest checkpoint of 1 stopped runs" in out, out
+        run_logs = glob.glob(str(results / "logs" / "sweeps" / "*" / "*.log"))
+        logs = "".join(Path(f).read_text() for f in run_logs)  # why a run failed, if one did
+        assert proc.returncode == 130, err + logs
+        assert "kept the newest checkpoint of 1 stopped runs" in out, out + logs
 
     first = spec_for("first")
     run_until(first, tmp_path / "first", 2)

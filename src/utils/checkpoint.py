@@ -8,7 +8,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import zipfile
 
 import torch
@@ -62,21 +64,58 @@ def save_checkpoint(root, t_env, learner, meta, buffer=None):
 
 def serialise(obj):
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    with _SignalsHeld():
+        torch.save(obj, buf)
     return buf.getbuffer()
 
 
-class _Writer:
-    """A file that remembers the OSError its write met: torch.save turns it into a RuntimeError
-    ("enforce fail ... unexpected pos") that no longer says the disk is full."""
+class _SignalsHeld:
+    """Holds Ctrl-C and SIGTERM while torch.save runs. A Python handler that fires inside its
+    C++ zip writer has its KeyboardInterrupt turned into a RuntimeError ("enforce fail ...
+    unexpected pos"), and the interrupted run would be recorded as failed. A held signal is
+    raised, with its usual handler, as the block ends."""
 
-    def __init__(self, f):
-        self.f, self.error = f, None
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self):
+        self.pending, self.previous = None, {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                handler = signal.getsignal(sig)
+                if callable(handler):  # SIG_DFL / SIG_IGN act in C and raise nothing
+                    self.previous[sig] = handler
+                    signal.signal(sig, self._hold)
+        return self
+
+    def _hold(self, signum, frame):
+        if self.pending is None:
+            self.pending = signum
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        if self.pending is not None:
+            signal.raise_signal(self.pending)
+        return False
+
+
+class _Stopped(Exception):
+    """A held signal: the streamed save stops at its next write instead of finishing."""
+
+
+class _Writer:
+    """A file that remembers what stopped its write: torch.save turns an OSError (a full disk)
+    into a RuntimeError that no longer says the disk is full."""
+
+    def __init__(self, f, held):
+        self.f, self.held, self.error = f, held, None
 
     def write(self, data):
         try:
+            if self.held.pending is not None:
+                raise _Stopped
             return self.f.write(data)
-        except OSError as e:
+        except Exception as e:
             self.error = e
             raise
 
@@ -85,15 +124,17 @@ class _Writer:
 
 
 def stream_save(obj, path):
-    with open(path, "wb") as f:
-        writer = _Writer(f)
+    with open(path, "wb") as f, _SignalsHeld() as held:
+        writer = _Writer(f, held)
         try:
             torch.save(obj, writer)
         except RuntimeError:
-            if writer.error is not None:
+            if isinstance(writer.error, OSError):
                 writer.error.filename = writer.error.filename or path
                 raise writer.error from None
-            raise
+            if not isinstance(writer.error, _Stopped):
+                raise
+            # the held signal is raised as the block ends
 
 
 def find_checkpoint(path, load_step=0):
