@@ -208,13 +208,16 @@ def test_a_stop_signal_during_a_checkpoint_save_interrupts_and_keeps_the_last_on
         return original(self, data)
 
     monkeypatch.setattr(checkpoint._Writer, "write", signalled)
-    previous = signal.signal(signal.SIGTERM, main._raise_interrupt)
+    # a run's handlers (the tests may run in a script's background, with SIGINT ignored)
+    handlers = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: main._raise_interrupt}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         with pytest.raises(KeyboardInterrupt) as e:
             checkpoint.save_checkpoint(str(tmp_path), 200, Learner(), {}, buffer=buffer)
-        assert signal.getsignal(signal.SIGTERM) is main._raise_interrupt  # handlers given back
+        assert {sig: signal.getsignal(sig) for sig in handlers} == handlers  # handlers given back
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     assert getattr(e.value, "signum", signal.SIGINT) == signum
     assert len(writes) == 3  # the save stopped there, not at the end of the buffer
     assert sorted(os.listdir(tmp_path)) == ["100"]  # the last checkpoint, whole; nothing partial
