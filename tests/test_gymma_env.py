@@ -80,8 +80,8 @@ def test_contract_of_lbf_and_rware(key, n, obs, acts, limit):
     steps = play(env, limit + 5, rng.integers(0, acts, (limit + 5, n)))
     assert all(r[0].shape == (n,) for r in steps)  # one reward per agent
     assert len(steps) <= limit and steps[-1][1]
-    if len(steps) == limit:  # the env's own step limit is a cut, not a termination
-        assert steps[-1][2] == {"episode_limit": True} and steps[-1][4].tolist() == [0] * n
+    if len(steps) == limit:  # the step limit ends the return, as EPyMARL's wrapper reports it
+        assert steps[-1][2] == {"episode_limit": False}
 
 
 @pytest.mark.parametrize("key", [LBF, RWARE])
@@ -127,22 +127,40 @@ def test_padding_per_agent_termination_and_avail_actions():
 
 
 def test_time_limit_cuts_without_terminating():
-    env = make("GymmaToy-v0", time_limit=4, done_at=(9, 9, 9), one_flag=True)
+    cut = {"time_limit_terminal": False}
+    env = make("GymmaToy-v0", time_limit=4, done_at=(9, 9, 9), one_flag=True, **cut)
     env.reset()
     steps = play(env, 10)
     assert len(steps) == 4 and steps[-1][1] and steps[-1][2] == {"episode_limit": True}
     assert steps[-1][4].tolist() == [0, 0, 0]
     # the env's own limit (reported as done) counts as a cut too
-    env = make("GymmaToy-v0", time_limit=10, done_at=(9, 9, 9), one_flag=True, max_steps=6)
+    env = make("GymmaToy-v0", time_limit=10, done_at=(9, 9, 9), one_flag=True, max_steps=6, **cut)
     assert env.own_limit == 6 and env.episode_limit == 10
     env.reset()
     steps = play(env, 10)
     assert len(steps) == 6 and steps[-1][2] == {"episode_limit": True}
     # a true termination before the limit is not a cut
-    env = make("GymmaToy-v0", time_limit=10, done_at=(3, 3, 3), one_flag=True)
+    env = make("GymmaToy-v0", time_limit=10, done_at=(3, 3, 3), one_flag=True, **cut)
     env.reset()
     steps = play(env, 10)
     assert len(steps) == 3 and steps[-1][2] == {"episode_limit": False} and steps[-1][4].tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("time_limit,max_steps,length", [(4, None, 4), (10, 6, 6)])
+def test_by_default_the_time_limit_ends_the_return_as_in_epymarl(time_limit, max_steps, length):
+    """EPyMARL's gymma wrapper passes the env's done flag (or gymnasium's TimeLimit) on as a
+    termination, so its actor-critic algorithms do not bootstrap there: the runners store the
+    step as terminated, whatever an algorithm's time_limit_bootstrap says."""
+    env = make("GymmaToy-v0", time_limit=time_limit, done_at=(9, 9, 9), one_flag=True, max_steps=max_steps)
+    env.reset()
+    steps = play(env, 10)
+    assert len(steps) == length and steps[-1][1] and steps[-1][2] == {"episode_limit": False}
+
+
+def test_time_limit_terminal_must_be_a_bool():
+    base = {"seed": 1, "common_reward": True, "reward_scalarisation": "sum", "time_limit": None}
+    with pytest.raises(ConfigError, match=r"env_args.time_limit_terminal='yes' is not valid; valid choices"):
+        validate_env_args({**base, "key": LBF, "time_limit_terminal": "yes"})
 
 
 def test_bad_keys_are_refused_in_one_line():

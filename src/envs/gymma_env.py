@@ -9,8 +9,10 @@ one done flag (or one per agent).
 Observations are flattened and zero-padded to the largest agent's size; the state is all of
 them concatenated (as in EPyMARL). Every action is available (invalid moves are no-ops in these
 envs, and EPyMARL's published figures were produced that way). An episode ends when the env says
-done or after time_limit steps; the step at the time limit (the env's own step limit included)
-is reported as a time-limit cut, not as a termination."""
+done or after time_limit steps. The step at the time limit (the env's own step limit included)
+ends the return, as in EPyMARL, whose wrapper reports it as a termination to every algorithm
+(time_limit_terminal=True); with time_limit_terminal=False it is reported as a time-limit cut,
+which the learner bootstraps through when time_limit_bootstrap=True."""
 
 import importlib
 
@@ -20,7 +22,7 @@ from envs.multiagentenv import PerAgentSpacesEnv, noop_only, team_reward
 from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
 
-WRAPPER_KEYS = {"key", "time_limit", "seed", "common_reward", "reward_scalarisation"}
+WRAPPER_KEYS = {"key", "time_limit", "time_limit_terminal", "seed", "common_reward", "reward_scalarisation"}
 PACKAGES = {"lbforaging": "lbforaging", "rware": "rware"}  # module -> PyPI name
 
 
@@ -79,6 +81,11 @@ def validate_env_args(env_args):
             f"env_args.reward_scalarisation={env_args.get('reward_scalarisation')!r}"
             " is not valid; valid choices: sum, mean"
         )
+    terminal = env_args.get("time_limit_terminal", True)
+    if not isinstance(terminal, bool):
+        raise ConfigError(
+            f"env_args.time_limit_terminal={terminal!r} is not valid; valid choices: True, False"
+        )
     GymmaEnv(**env_args).close()  # the env judges its own kwargs; spaces are checked here
     return env_id
 
@@ -116,6 +123,7 @@ class GymmaEnv(PerAgentSpacesEnv):
             raise ConfigError(f"{env_id} sets no step limit of its own: set env_args.time_limit")
         # the step that is a time-limit cut: ours, or the env's own if that comes first
         self._cut_step = min(self.episode_limit, self.own_limit or self.episode_limit)
+        self.time_limit_terminal = env_args.get("time_limit_terminal", True)
         self._seed = env_args.get("seed")
         self._seeded = False
         self._avail = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)
@@ -151,7 +159,7 @@ class GymmaEnv(PerAgentSpacesEnv):
         per_agent_done = np.asarray(done, dtype=bool).reshape(-1)
         all_done, all_truncated = bool(per_agent_done.all()), bool(np.all(truncated))
         at_limit = self._steps >= self._cut_step
-        cut = at_limit or (all_truncated and not all_done)
+        cut = (at_limit or (all_truncated and not all_done)) and not self.time_limit_terminal
         if not cut:
             # agents the env reports done before the end are terminated (they act no more)
             self._indi_terminated[np.broadcast_to(per_agent_done, (self.n_agents,))] = 1
