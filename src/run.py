@@ -18,7 +18,7 @@ from runners import REGISTRY as r_REGISTRY
 from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, save_checkpoint
 from utils.errors import ConfigError
 from utils.logger import Logger, Progress, get_console_logger
-from utils.values import plain_config
+from utils.values import config_changes, describe_changes, plain_config
 
 
 def resolve_device(name):
@@ -191,6 +191,13 @@ def resume(args, logger, buffer, folder, meta):
                 "would not have done"
             )
     info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
+    changes = config_changes(meta["config"], plain_config(args)) if meta.get("config") else {}
+    if changes:
+        console.warning(
+            f"settings differ from those the checkpoint was saved with, so this run's curve mixes "
+            f"the two: {describe_changes(changes)}"
+        )
+        info["config_changed"] = {k: [a, b] for k, (a, b) in changes.items()}
     record = None
     if meta.get("record"):
         # <results>/models/<run token>/<t_env>/ -> <results>/<record>

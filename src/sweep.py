@@ -58,6 +58,7 @@ from utils.checkpoint import find_checkpoint  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import run_status  # noqa: E402
 from utils.results import find_runs, read_run  # noqa: E402
+from utils.values import config_changes, describe_changes  # noqa: E402
 
 MAIN = os.path.join(ROOT, "src", "main.py")
 SPEC_KEYS = {
@@ -206,6 +207,24 @@ def resume_point(saved):
     """The checkpoint to go on from: the furthest one whose run was stopped, or None."""
     stopped = [e for e in saved if e["status"] in RESUMABLE]
     return max(stopped, key=lambda e: e["t_env"]) if stopped else None
+
+
+def resume_changes(run, spec):
+    """-> the settings the run would now get that differ from those its checkpoint has."""
+    folder = run["resume"].get("folder")
+    if folder is None:  # only in the archive (a dry run): its kept checkpoint
+        folder = os.path.join(archived_unfinished(spec)[run["key"]]["folder"], "checkpoint")
+    try:
+        with open(os.path.join(folder, "meta.json")) as f:
+            saved = json.load(f).get("config")
+        current = load_config(command({**run, "resume": None}, spec)[2:])
+    except (OSError, ValueError, ConfigError):
+        return {}
+    if not isinstance(saved, dict):
+        return {}
+    if isinstance(current.get("env_args"), dict) and current["env_args"].get("seed") is None:
+        current["env_args"]["seed"] = current["seed"]  # as main fills it in
+    return config_changes(saved, json.loads(json.dumps(current, default=str)))
 
 
 def drop_buffers(spec, key):
@@ -617,6 +636,12 @@ def main(argv=None):
         elif r.get("resume"):
             where = ", in the archive" if r["resume"].get("archived") else ""
             print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']}{where})")
+            changes = resume_changes(r, spec)
+            if changes:
+                print(
+                    f"         settings changed since its checkpoint (its curve would mix the two; "
+                    f"--restart starts afresh): {describe_changes(changes)}"
+                )
         else:
             print("  run    " + describe(r))
     if a.dry_run or not todo:

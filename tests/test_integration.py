@@ -93,6 +93,7 @@ def test_checkpoint_resume_and_evaluate(tmp_path):
     assert f"(t_env {mid})" in read(resumed, "cout.txt")
     info = read(resumed, "info.json")["resumed_from"]
     assert info["t_env"] == mid and os.path.samefile(info["record"], first) and not info["buffer_restored"]
+    assert "config_changed" not in info  # t_max, checkpoint_path and load_step are not training settings
     assert "no replay buffer" in read(resumed, "cout.txt")  # saved without one: said, not hidden
 
     # Evaluate only: test episodes from the latest checkpoint, no training.
@@ -121,6 +122,12 @@ def test_resume_restores_the_replay_buffer_kept_by_the_newest_checkpoint(tmp_pat
     assert run_main(tmp_path, "qmix", extra=[f"checkpoint_path={root}", "t_max=400", "batch_size=8"]) == 0
     cout = read(sacred_runs(tmp_path)[-1], "cout.txt")
     assert f"replay buffer restored: {n} episodes" in cout
+    # a training setting changed on the way: said, and kept in the record
+    before = read(sacred_runs(tmp_path)[0], "config.json")["batch_size"]
+    assert read(sacred_runs(tmp_path)[-1], "info.json")["resumed_from"]["config_changed"] == {
+        "batch_size": [before, 8]
+    }
+    assert f"so this run's curve mixes the two: batch_size: {before} -> 8" in cout
     # batch_size 8 > the 3 episodes the resumed run plays: it would not train on an empty buffer;
     # with the 13 restored ones it trains at once.
     loss = read(sacred_runs(tmp_path)[-1], "metrics.json")["loss"]["steps"]

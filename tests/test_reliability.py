@@ -728,9 +728,17 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
     assert read(os.path.join(kept, "record"), "run.json")["status"] == "INTERRUPTED"
     archived_curve = read(os.path.join(kept, "record"), "metrics.json")["test_return_mean"]
 
+    # as if a default had changed since the checkpoint was saved: the listing says so
+    meta_path = os.path.join(kept, "checkpoint", "meta.json")
+    meta = read(os.path.join(kept, "checkpoint"), "meta.json")
+    gamma = meta["config"]["gamma"]
+    meta["config"]["gamma"] = 0.5
+    Path(meta_path).write_text(json.dumps(meta))
+
     second = spec_for("second")  # a fresh checkout: nothing in its results folder
     listing = subprocess.run([*second, "--dry-run"], capture_output=True, text=True).stdout
     assert f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved}, in the archive)" in listing
+    assert f"--restart starts afresh): gamma: 0.5 -> {gamma}\n" in listing
     assert not os.path.exists(tmp_path / "second")
     run_until(second, tmp_path / "second", 2)  # the restored step and one new save
     records = glob.glob(str(tmp_path / "second" / "sacred" / "handoff" / "mpe" / "*" / "qmix" / "[0-9]*"))
@@ -738,6 +746,7 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
     assert read(restored, "run.json")["status"] == "INTERRUPTED"
     info = read(resumed, "info.json")["resumed_from"]
     assert info["t_env"] == t_saved and not info["buffer_restored"] and info["points_carried"] > 0
+    assert info["config_changed"] == {"gamma": [0.5, gamma]}
     curve = read(resumed, "metrics.json")["test_return_mean"]
     upto = [t for t in archived_curve["steps"] if t <= t_saved]
     assert (
@@ -746,3 +755,15 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
     )
     # the archive now holds the further checkpoint, for the next machine
     assert read(kept, "where.json")["t_env"] == steps_saved(tmp_path / "second")[-1][0] > t_saved
+
+
+def test_config_changes_name_training_settings_only():
+    from utils.values import config_changes, describe_changes
+
+    saved = {"lr": 0.1, "t_max": 100, "n_agents": 3, "env_args": {"key": "a", "seed": 1}}
+    current = {"lr": 0.2, "t_max": 500, "env_args": {"key": "a", "seed": 1, "new_flag": True}}
+    changes = config_changes(saved, current)
+    # t_max is bookkeeping; n_agents (filled in by a run, absent from a loaded config) is not asked
+    assert changes == {"lr": (0.1, 0.2), "env_args.new_flag": ("(not set)", True)}
+    assert describe_changes(changes) == "env_args.new_flag: '(not set)' -> True; lr: 0.1 -> 0.2"
+    assert config_changes(saved, saved) == {}

@@ -57,3 +57,38 @@ def plain_config(args):
     import json
 
     return json.loads(json.dumps(vars(args), default=str))
+
+
+# What a resumed run may change without changing what it trains: where it writes, how long it
+# runs, what it logs and saves, and the keys the run fills in for itself.
+BOOKKEEPING = {
+    "checkpoint_path", "load_step", "evaluate", "t_max", "local_results_path", "unique_token",
+    "record", "save_model", "save_model_interval", "save_buffer", "save_replay", "use_tensorboard",
+    "use_wandb", "wandb_entity", "wandb_mode", "wandb_project", "torch_threads", "env_workers",
+    "log_interval", "runner_log_interval", "learner_log_interval", "team_checkpoints", "device",
+}  # fmt: skip
+
+
+def config_changes(saved, current):
+    """-> {key: (saved value, current value)} for the settings of `current` that differ from those
+    a checkpoint was saved with (env_args.* compared key by key). A key `current` lacks is not
+    reported: a config loaded from the command line has not yet got the keys a run derives from
+    its env (n_agents, obs_shape...); a key the checkpoint lacks is (a setting added since)."""
+    missing = "(not set)"
+    changes = {}
+    for key, value in current.items():
+        if key in BOOKKEEPING:
+            continue
+        old = saved.get(key, missing)
+        if isinstance(value, dict) and isinstance(old, dict):
+            for k, (a, b) in config_changes(old, value).items():
+                changes[f"{key}.{k}"] = (a, b)
+        elif old != value:
+            changes[key] = (old, value)
+    return changes
+
+
+def describe_changes(changes, limit=6):
+    shown = [f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(changes.items())[:limit]]
+    more = len(changes) - limit
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
