@@ -257,6 +257,12 @@ def key_specs(path=None):
     return specs
 
 
+def seed_env(config):
+    """env_args.seed takes the run seed where it is not set (parallel workers add their index)."""
+    if config["env_args"].get("seed") is None:
+        config["env_args"]["seed"] = config["seed"]
+
+
 def project_path(path):
     """A relative path is taken from the project root, wherever the command runs."""
     return path if os.path.isabs(path) else os.path.join(ROOT, path)

@@ -11,7 +11,7 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from config import USAGE, load_config, results_base  # noqa: E402
+from config import USAGE, load_config, results_base, seed_env  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import disk_full_message, is_disk_full  # noqa: E402
 from utils.logger import get_console_logger  # noqa: E402
@@ -97,8 +97,7 @@ def main(argv):
         return 2
     if config["seed"] is None:
         config["seed"] = random.SystemRandom().randrange(2**31)
-    if config["env_args"].get("seed") is None:
-        config["env_args"]["seed"] = config["seed"]
+    seed_env(config)
     base, _ = results_folder(config)
     config["local_results_path"] = base
 

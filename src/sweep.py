@@ -53,12 +53,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import yaml  # noqa: E402
 
-from config import ROOT, load_config, project_path, yaml_error  # noqa: E402
+from config import ROOT, load_config, project_path, seed_env, yaml_error  # noqa: E402
 from utils.checkpoint import find_checkpoint  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import run_status  # noqa: E402
 from utils.results import find_runs, read_run  # noqa: E402
-from utils.values import config_changes, describe_changes  # noqa: E402
+from utils.values import config_changes, describe_changes, plain  # noqa: E402
 
 MAIN = os.path.join(ROOT, "src", "main.py")
 SPEC_KEYS = {
@@ -222,9 +222,8 @@ def resume_changes(run, spec):
         return {}
     if not isinstance(saved, dict):
         return {}
-    if isinstance(current.get("env_args"), dict) and current["env_args"].get("seed") is None:
-        current["env_args"]["seed"] = current["seed"]  # as main fills it in
-    return config_changes(saved, json.loads(json.dumps(current, default=str)))
+    seed_env(current)  # as main does
+    return config_changes(saved, plain(current))
 
 
 def drop_buffers(spec, key):

@@ -81,11 +81,6 @@ def validate_env_args(env_args):
             f"env_args.reward_scalarisation={env_args.get('reward_scalarisation')!r}"
             " is not valid; valid choices: sum, mean"
         )
-    terminal = env_args.get("time_limit_terminal", True)
-    if not isinstance(terminal, bool):
-        raise ConfigError(
-            f"env_args.time_limit_terminal={terminal!r} is not valid; valid choices: True, False"
-        )
     GymmaEnv(**env_args).close()  # the env judges its own kwargs; spaces are checked here
     return env_id
 
@@ -93,6 +88,12 @@ def validate_env_args(env_args):
 class GymmaEnv(PerAgentSpacesEnv):
     def __init__(self, **env_args):
         env_id = resolve_key(env_args.get("key"))
+        self.time_limit_terminal = env_args.get("time_limit_terminal", True)
+        if not isinstance(self.time_limit_terminal, bool):
+            raise ConfigError(
+                f"env_args.time_limit_terminal={self.time_limit_terminal!r} is not valid; "
+                "valid choices: True, False"
+            )
         kwargs = {k: v for k, v in env_args.items() if k not in WRAPPER_KEYS}
         try:
             self.env = _gym().make(env_id, disable_env_checker=True, **kwargs)
@@ -123,7 +124,6 @@ class GymmaEnv(PerAgentSpacesEnv):
             raise ConfigError(f"{env_id} sets no step limit of its own: set env_args.time_limit")
         # the step that is a time-limit cut: ours, or the env's own if that comes first
         self._cut_step = min(self.episode_limit, self.own_limit or self.episode_limit)
-        self.time_limit_terminal = env_args.get("time_limit_terminal", True)
         self._seed = env_args.get("seed")
         self._seeded = False
         self._avail = np.zeros((self.n_agents, self.n_actions), dtype=np.uint8)

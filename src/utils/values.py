@@ -1,6 +1,7 @@
 """Typed values from the command line and YAML files."""
 
 from utils.errors import ConfigError
+from utils.results import flatten
 
 
 def type_name(v):
@@ -52,11 +53,16 @@ def _as_number(value):
     return None
 
 
-def plain_config(args):
-    """A run's settings (a namespace) as JSON-ready values: what checkpoints and W&B keep."""
+def plain(config):
+    """Settings as JSON-ready values (what a record or checkpoint holds after a round trip)."""
     import json
 
-    return json.loads(json.dumps(vars(args), default=str))
+    return json.loads(json.dumps(config, default=str))
+
+
+def plain_config(args):
+    """A run's settings (a namespace) as JSON-ready values: what checkpoints and W&B keep."""
+    return plain(vars(args))
 
 
 # What a resumed run may change without changing what it trains: where it writes, how long it
@@ -74,16 +80,11 @@ def config_changes(saved, current):
     a checkpoint was saved with (env_args.* compared key by key). A key `current` lacks is not
     reported: a config loaded from the command line has not yet got the keys a run derives from
     its env (n_agents, obs_shape...); a key the checkpoint lacks is (a setting added since)."""
-    missing = "(not set)"
+    saved = flatten(saved)
     changes = {}
-    for key, value in current.items():
-        if key in BOOKKEEPING:
-            continue
-        old = saved.get(key, missing)
-        if isinstance(value, dict) and isinstance(old, dict):
-            for k, (a, b) in config_changes(old, value).items():
-                changes[f"{key}.{k}"] = (a, b)
-        elif old != value:
+    for key, value in flatten(current).items():
+        old = saved.get(key, "(not set)")
+        if old != value and not BOOKKEEPING.intersection(key.split(".")):
             changes[key] = (old, value)
     return changes
 
