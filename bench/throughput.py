@@ -37,7 +37,7 @@ def raw_env_rate(steps, seed=0):
     return n / (time.perf_counter() - start)
 
 
-def build(overrides, config="qmix", env_config="mpe"):
+def build(overrides, config="qmix", env_config="mpe", device="cpu"):
     from types import SimpleNamespace
 
     from components.episode_buffer import ReplayBuffer
@@ -51,7 +51,9 @@ def build(overrides, config="qmix", env_config="mpe"):
     cfg = load_config([f"--config={config}", f"--env-config={env_config}", "with", "seed=0", *overrides])
     cfg["env_args"]["seed"] = 0
     args = SimpleNamespace(**cfg)
-    args.device, args.unique_token = "cpu", "bench"
+    args.device, args.unique_token = device, "bench"
+    if "device" in args.env_args:  # envs that simulate on a device (VMAS) go with the networks
+        args.env_args["device"] = device
     logger = Logger(get_console_logger())
     runner = r_REGISTRY[args.runner](args=args, logger=logger)
     info = runner.get_env_info()
@@ -65,6 +67,7 @@ def build(overrides, config="qmix", env_config="mpe"):
     mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)
     runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
     learner = le_REGISTRY[args.learner](mac, buffer.scheme, logger, args)
+    learner.to(device)
     return args, runner, buffer, learner
 
 

@@ -254,3 +254,80 @@ def assert_trains(tmp_path, argv):
         for t in (steps[0], steps[-1])
     )
     assert len(steps) >= 2 and any(not torch.equal(first[k], last[k]) for k in first)
+
+
+class MockBatchEnv(MultiAgentEnv):
+    """num_envs copies stepped as one batch, as VMAS: reset_batch/step_batch in NumPy and
+    reset_tensors/step_tensors in torch. Copy i's episode ends after lengths[i] steps (a true
+    termination) unless episode_limit comes first (a cut); a copy goes on stepping after its end.
+    Observation of agent a in copy i at step t: [t, a, i, the sum of the actions it took];
+    state: [t, i]; reward (a + 1) * t per agent."""
+
+    def __init__(self, num_envs=4, n_agents=2, n_actions=3, episode_limit=8, lengths=(3, 5, 8, 20), **kw):
+        self.num_envs, self.n_agents, self.n_actions = num_envs, n_agents, n_actions
+        self.episode_limit = episode_limit
+        self.lengths = torch.tensor([lengths[i % len(lengths)] for i in range(num_envs)])
+        self.common_reward = kw.get("common_reward", True)
+        self.reset_tensors()
+
+    def _data(self):
+        e, n = self.num_envs, self.n_agents
+        obs = torch.stack(
+            [
+                self.t.float()[:, None].expand(e, n),
+                torch.arange(n).float().expand(e, n),
+                torch.arange(e).float()[:, None].expand(e, n),
+                self.action_sums.float(),
+            ],
+            dim=-1,
+        )
+        state = torch.stack([self.t.float(), torch.arange(e).float()], dim=1)
+        avail = torch.ones(e, n, self.n_actions, dtype=torch.uint8)
+        return {"state": state, "avail_actions": avail, "obs": obs}
+
+    def reset_tensors(self):
+        self.t = torch.zeros(self.num_envs, dtype=torch.long)
+        self.action_sums = torch.zeros(self.num_envs, self.n_agents, dtype=torch.long)
+        self.score_sums = np.zeros(self.num_envs)
+        return self._data()
+
+    def step_tensors(self, actions):
+        self.t += 1
+        self.action_sums += actions.long()
+        rewards = (torch.arange(self.n_agents) + 1).float() * self.t.float()[:, None]
+        term = self.t == self.lengths
+        out = self._data()
+        out.update(
+            reward=rewards.sum(1) if self.common_reward else rewards,
+            terminated=term,
+            cut=(self.t == self.episode_limit) & ~term,
+            infos={"score": self.t.float() / 10},
+        )
+        return out
+
+    def reset_batch(self):
+        return {k: v.numpy() for k, v in self.reset_tensors().items()}
+
+    def step_batch(self, actions):
+        out = self.step_tensors(torch.as_tensor(np.asarray(actions)))
+        term, cut = out.pop("terminated").numpy(), out.pop("cut").numpy()
+        self.score_sums = self.score_sums + self.t.float().numpy() / 10
+        res = {k: v.numpy() for k, v in out.items() if k != "infos"}
+        res.update(
+            terminated=term | cut,
+            indi_terminated=np.repeat(term[:, None], self.n_agents, axis=1).astype(np.uint8),
+            info=[
+                {"episode_limit": bool(c), "score": float(s)}
+                for c, s in zip(cut, self.score_sums, strict=True)
+            ],
+        )
+        return res
+
+    def get_obs_size(self):
+        return 4
+
+    def get_state_size(self):
+        return 2
+
+    def get_total_actions(self):
+        return self.n_actions

@@ -54,3 +54,28 @@ def test_epsilon_follows_schedule():
     q = torch.tensor([[[0.0, 1.0]]]).expand(2000, 1, 2)
     a = sel.select_action(q, torch.ones(2000, 1, 2, dtype=torch.uint8), t_env=500)
     assert 0.95 < a.float().mean().item() < 0.995
+
+
+CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_selection_on_the_device_follows_the_same_rule(device):
+    """Q-values on a GPU are selected there (_select_on_device, also callable on the CPU): greedy
+    over the available actions, random ones only among them and uniform, in a fraction epsilon."""
+    sel = selector(epsilon_start=1.0, epsilon_finish=0.0, epsilon_anneal_time=100)
+    q = torch.tensor([[[1.0, 9.0, 3.0], [5.0, 2.0, 1.0]]], device=device)
+    avail = torch.tensor([[[1, 0, 1], [1, 1, 1]]], dtype=torch.uint8, device=device)
+    sel.epsilon = 0.0
+    assert sel._select_on_device(q, avail).tolist() == [[2, 0]]
+    sel.epsilon = 1.0
+    avail = torch.zeros(4000, 2, 5, dtype=torch.uint8, device=device)
+    avail[:, 0, [1, 3]] = 1
+    avail[:, 1, 4] = 1
+    a = sel._select_on_device(torch.zeros(4000, 2, 5, device=device), avail)
+    assert a.device.type == device and set(a[:, 0].tolist()) == {1, 3} and set(a[:, 1].tolist()) == {4}
+    assert abs((a[:, 0] == 1).float().mean().item() - 0.5) < 0.05
+    sel.epsilon = 0.1
+    q = torch.tensor([[[0.0, 1.0]]], device=device).expand(4000, 1, 2)
+    a = sel._select_on_device(q, torch.ones(4000, 1, 2, dtype=torch.uint8, device=device))
+    assert 0.93 < a.float().mean().item() < 0.97  # greedy 1, or a coin's 0.1 times half of them

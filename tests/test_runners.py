@@ -149,3 +149,65 @@ def test_vector_runner_equals_parallel_runner(mock_setup, env_workers):
         for key in batch_p.data.transition_data:
             assert torch.equal(batch_p[key], batch_v[key]), key
     assert par.t_env == vec.t_env == lengths(k)
+
+
+def _batch_env_runner(monkeypatch, lengths, common_reward=True):
+    """A vector runner of 4 copies of the batched mock env, with a basic controller."""
+    import runners.vector_runner as vector_runner
+    from controllers import REGISTRY as mac_REGISTRY
+    from helpers import MockBatchEnv, make_args
+    from run import build_scheme
+    from utils.logger import Logger, get_console_logger
+
+    monkeypatch.setattr(vector_runner, "batched", lambda env, env_args, numpy_mpe=True: MockBatchEnv)
+    env_args = {"lengths": lengths, "episode_limit": 8, "common_reward": common_reward}
+    args = make_args(env="mockbatch", runner="vector", batch_size_run=4, env_args=env_args)
+    runner = vector_runner.VectorRunner(args=args, logger=Logger(get_console_logger()))
+    info = runner.get_env_info()
+    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
+        setattr(args, k, info[k])
+    args.common_reward = common_reward
+    scheme, groups, preprocess = build_scheme(args, info)
+    mac = mac_REGISTRY["basic_mac"](
+        {**scheme, "actions_onehot": {"vshape": (info["n_actions"],), "group": "agents"}}, groups, args
+    )
+    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
+    return runner, mac
+
+
+@pytest.mark.parametrize(
+    "lengths,test_mode,common_reward",
+    [
+        ((3, 5, 8, 20), True, True),  # ends at 3, 5 and 8 steps and a cut at 8; greedy actions
+        ((3, 5, 8, 20), True, False),
+        ((20,), False, True),  # all cut at once: epsilon-greedy draws the same numbers on both paths
+    ],
+)
+def test_vector_runner_on_device_equals_step_by_step(monkeypatch, lengths, test_mode, common_reward):
+    """The path that keeps a batched env's episodes on its device writes the batch, t_env and
+    the logged returns and infos that the step-by-step path writes."""
+    step, mac_s = _batch_env_runner(monkeypatch, lengths, common_reward)
+    dev, mac_d = _batch_env_runner(monkeypatch, lengths, common_reward)
+    assert dev.on_device and step.on_device
+    step.on_device = False
+    mac_d.load_state(mac_s)
+    for _ in range(2):
+        np.random.seed(3)
+        b_step = step.run(test_mode=test_mode)
+        np.random.seed(3)
+        b_dev = dev.run(test_mode=test_mode)
+        for key in b_step.data.transition_data:
+            assert torch.equal(b_step[key], b_dev[key]), key
+    assert step.t_env == dev.t_env == (0 if test_mode else 2 * 4 * 8)
+    returns = (step.test_returns, dev.test_returns) if test_mode else (step.train_returns, dev.train_returns)
+    # training summaries are logged (and cleared) after the first run: the second one's are left
+    assert np.allclose(np.asarray(returns[0]), np.asarray(returns[1])) and len(returns[0]) == (
+        8 if test_mode else 4
+    )
+    stats = (step.test_stats, dev.test_stats) if test_mode else (step.train_stats, dev.train_stats)
+    assert stats[0].keys() == stats[1].keys() >= {"score", "episode_limit", "ep_length"}
+    assert all(np.isclose(stats[0][k], stats[1][k]) for k in stats[0])
+    if test_mode:
+        filled = b_dev["filled"][:, :, 0].sum(1).tolist()
+        assert filled == [4, 6, 9, 9]  # T + 1 steps each: 3, 5, 8 and the cut at 8
+        assert b_dev["terminated"][:, :, 0].sum(1).tolist() == [1, 1, 1, 0]

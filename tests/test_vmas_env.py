@@ -170,9 +170,19 @@ def test_vector_runner_batch_equals_stepping_the_batched_env_by_hand():
     assert batch["filled"][:, :5].all() and not batch["filled"][:, 6:].any()
 
 
+CUDA_RUNS = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
 @pytest.mark.parametrize(
     "config,extra",
-    [("qmix", []), ("maddpg", ["env_args.continuous_actions=True"]), ("mappo", [])],
+    [
+        ("qmix", []),
+        ("maddpg", ["env_args.continuous_actions=True"]),
+        ("mappo", []),
+        pytest.param("qmix", ["device=cuda"], marks=CUDA_RUNS),
+        pytest.param("maddpg", ["env_args.continuous_actions=True", "device=cuda"], marks=CUDA_RUNS),
+        pytest.param("mappo", ["device=cuda"], marks=CUDA_RUNS),
+    ],
 )
 def test_short_runs_write_their_record(tmp_path, config, extra):
     argv = [
@@ -199,3 +209,99 @@ def test_short_runs_write_their_record(tmp_path, config, extra):
         metrics = json.load(f)
     assert {"return_mean", "test_return_mean"} <= set(metrics)
     assert any(k in metrics for k in ("loss", "critic_loss"))
+
+
+def _vmas_runner(config, overrides, mac=None, device="cpu"):
+    """A vector runner on VMAS with `config`'s controller (or `mac`), built as run.py builds one."""
+    from types import SimpleNamespace
+
+    from config import load_config
+    from controllers import REGISTRY as mac_REGISTRY
+    from run import build_scheme
+
+    cfg = load_config([f"--config={config}", "--env-config=vmas", "with", "runner=vector", *overrides])
+    args = SimpleNamespace(**cfg)
+    args.device, args.unique_token = device, "test"
+    args.env_args = {**args.env_args, "device": device}
+    runner = r_REGISTRY["vector"](args=args, logger=Logger(get_console_logger()))
+    info = runner.get_env_info()
+    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
+        setattr(args, k, info[k])
+    args.action_space = info.get("action_space", "discrete")
+    if args.action_space == "continuous":
+        args.action_low, args.action_high = info["action_low"], info["action_high"]
+    scheme, groups, preprocess = build_scheme(args, info)
+    if mac is None:
+        from components.episode_buffer import EpisodeBatch
+
+        mac = mac_REGISTRY[args.mac](
+            EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme, groups, args
+        )
+        mac.to(device)
+    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
+    return runner
+
+
+def test_vector_runner_keeps_vmas_on_its_device_and_writes_what_the_step_path_writes():
+    kw = [
+        "env_args.max_steps=6",
+        "env_args.seed=5",
+        "env_args.n_agents=2",
+        "common_reward=False",
+        "mixer=None",
+        "batch_size_run=3",
+    ]
+    dev = _vmas_runner("qmix", kw, _RandomMAC(5))
+    step = _vmas_runner("qmix", kw, _RandomMAC(5))
+    assert dev.on_device
+    step.on_device = False
+    for _ in range(2):
+        b_dev, b_step = dev.run(), step.run()
+        for key in b_step.data.transition_data:
+            assert torch.allclose(b_dev[key].float(), b_step[key].float()), key
+    assert dev.t_env == step.t_env == 2 * 3 * 6
+    assert np.allclose(dev.train_returns, step.train_returns)
+    assert dev.train_stats.keys() == step.train_stats.keys() >= {"pos_rew", "agent_collisions"}
+    assert all(np.isclose(dev.train_stats[k], step.train_stats[k]) for k in dev.train_stats)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize(
+    "config,continuous", [("qmix", False), ("mappo", False), ("mappo", True), ("maddpg", True)]
+)
+def test_on_cuda_episodes_stay_on_the_gpu(config, continuous):
+    """device=cuda: VMAS, the controller and the batch on the GPU, and the runner's own code
+    reads nothing back to the host while the episodes run, except its check every CHECK_EVERY
+    steps whether all are over (torch's sync debug mode names each synchronising call)."""
+    import warnings
+
+    kw = [
+        "env_args.max_steps=32",
+        "env_args.n_agents=3",
+        "batch_size_run=16",
+        "batch_size=16",
+        "epsilon_start=0.5",
+    ]
+    kw.append(f"env_args.continuous_actions={continuous}")
+    runner = _vmas_runner(config, kw, device="cuda")
+    runner.run()  # warm-up
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            batch = runner.run()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert batch["obs"].is_cuda and batch["actions"].is_cuda
+    ours = [w for w in caught if "synchroniz" in str(w.message) and w.filename.startswith(src)]
+    sites = [f"{os.path.relpath(w.filename, src)}:{w.lineno} {_line(w).strip()}" for w in ours]
+    in_loop = [s for s in sites if "alive.any" in s]
+    assert len(in_loop) <= 32 // runner.CHECK_EVERY, sites
+    assert len(sites) - len(in_loop) <= 8, sites  # the reads after the loop
+
+
+def _line(w):
+    import linecache
+
+    return linecache.getline(w.filename, w.lineno)

@@ -60,7 +60,9 @@ class BoundedActions:
         self.exploration = args.exploration_mode
 
     def bounds(self, like):
-        return self.low.to(like.device), self.high.to(like.device)
+        if self.low.device != like.device:  # moved once, not copied to the GPU at every step
+            self.low, self.high = self.low.to(like.device), self.high.to(like.device)
+        return self.low, self.high
 
     def greedy(self, out, avail):
         low, high = self.bounds(out)

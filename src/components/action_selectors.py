@@ -31,7 +31,8 @@ class EpsilonGreedyActionSelector(Selector):
 
     Selection runs in NumPy on the CPU: the env needs the actions there anyway, and for a few
     agents NumPy's per-call cost is a fraction of torch's. Random draws use numpy.random,
-    which the run seeds.
+    which the run seeds. Q-values on a GPU are selected there with the same rule and torch's
+    generator, so that acting for an env on the GPU (VMAS) reads nothing back to the host.
     """
 
     def __init__(self, args, form=None):
@@ -43,6 +44,8 @@ class EpsilonGreedyActionSelector(Selector):
     def select_action(self, agent_inputs, avail_actions, t_env, test_mode=False, bs=None):
         # agent_inputs: [B, N, A] Q-values; avail_actions: [B, N, A] -> actions [B, N] (int64)
         self.epsilon = self.evaluation_epsilon if test_mode else self.schedule.eval(t_env)
+        if agent_inputs.device.type != "cpu":
+            return self._select_on_device(agent_inputs, avail_actions)
         q = agent_inputs.detach().cpu().numpy()
         avail = avail_actions.cpu().numpy()
         actions = np.where(avail == 0, -np.inf, q).argmax(axis=-1)
@@ -53,6 +56,14 @@ class EpsilonGreedyActionSelector(Selector):
             random_actions = ((r[..., :-1] + 1.0) * avail).argmax(axis=-1)
             actions = np.where(r[..., -1] < self.epsilon, random_actions, actions)
         return torch.from_numpy(actions).to(agent_inputs.device)
+
+    def _select_on_device(self, q, avail):
+        actions = q.detach().masked_fill(avail == 0, -float("inf")).argmax(dim=-1)
+        if self.epsilon > 0:
+            r = torch.rand((*avail.shape[:-1], avail.shape[-1] + 1), device=q.device)
+            random_actions = ((r[..., :-1] + 1.0) * avail).argmax(dim=-1)
+            actions = torch.where(r[..., -1] < self.epsilon, random_actions, actions)
+        return actions
 
 
 @REGISTRY.register("gumbel")

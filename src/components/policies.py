@@ -110,6 +110,8 @@ class GaussianPolicy:
         return out * avail
 
     def env_actions(self, actions, avail):
-        low, high = self.low.to(actions.device), self.high.to(actions.device)
+        if self.low.device != actions.device:  # moved once, not copied to the GPU at every step
+            self.low, self.high = self.low.to(actions.device), self.high.to(actions.device)
+        low, high = self.low, self.high
         unit = actions.clamp(-1.0, 1.0) if self.squash == "clip" else torch.tanh(actions)
         return (low + (unit + 1) * (high - low) / 2) * avail

@@ -102,6 +102,7 @@ class VMASEnv(PerAgentSpacesEnv):
             self._avail[i, :n] = 1
         # every action is available in every copy; written into the batch, never changed
         self._avail_batch = np.broadcast_to(self._avail, (self.num_envs, *self._avail.shape))
+        self._avail_t = torch.as_tensor(self._avail, device=self.device).expand(self.num_envs, -1, -1)
         self._obs = None  # [num_envs, N, obs_size], a fresh array each step
         self.reset_batch()
 
@@ -129,15 +130,70 @@ class VMASEnv(PerAgentSpacesEnv):
             if cuda:
                 torch.cuda.set_rng_state(outer_cuda, self.device)
 
-    # --- the whole batch (vector runner) ----------------------------------------------------
-    def _set_obs(self, obs):
-        out = np.zeros((self.num_envs, self.n_agents, self.obs_size), dtype=np.float32)
+    # --- the whole batch as tensors on VMAS's device (the vector runner's GPU-resident path) -
+    def _obs_tensor(self, obs):
+        if len(set(self.obs_sizes)) == 1:
+            return torch.stack([o.reshape(self.num_envs, -1) for o in obs], dim=1).float()
+        out = torch.zeros((self.num_envs, self.n_agents, self.obs_size), device=self.device)
         for i, o in enumerate(obs):
-            out[:, i, : self.obs_sizes[i]] = o.detach().cpu().numpy().reshape(self.num_envs, -1)
-        self._obs = out
+            out[:, i, : self.obs_sizes[i]] = o.reshape(self.num_envs, -1)
+        return out
+
+    def _tensor_data(self, obs):
+        return {"state": obs.reshape(self.num_envs, -1), "avail_actions": self._avail_t, "obs": obs}
+
+    def reset_tensors(self):
+        """Reset every copy: {state [E, S], avail_actions [E, N, A], obs [E, N, O]} as tensors on
+        the env's device."""
+        with self._own_rng():
+            obs = self.env.reset()
+        self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
+        self._info_sums = {}
+        return self._tensor_data(self._obs_tensor(obs))
+
+    def step_tensors(self, actions):
+        """actions [E, N] (discrete) or [E, N, A] (continuous), a tensor on the env's device ->
+        tensors there: the data after the step, reward [E] or [E, N], terminated [E] (the
+        scenario's done), cut [E] (a time-limit cut), and infos {key: [E]}: each scalar the
+        scenario reports per agent this step, averaged over the agents that report it. Every
+        copy steps, whether or not its episode is over; nothing is read back to the host."""
+        # copies: VMAS edits actions in place, and a controller's are inference tensors
+        if self.continuous:
+            per_agent = [
+                actions[:, i, : self.agent_action_sizes[i]].float().clone() for i in range(self.n_agents)
+            ]
+        else:
+            per_agent = [actions[:, i].long().reshape(-1).clone() for i in range(self.n_agents)]
+        with self._own_rng():
+            obs, rewards, terminated, truncated, infos = self.env.step(per_agent)
+        reward = torch.stack([r.reshape(-1) for r in rewards], dim=1).float()
+        if self.common_reward:
+            reward = reward.sum(1) if self.reward_scalarisation == "sum" else reward.mean(1)
+        term = terminated.reshape(-1).bool()
+        out = self._tensor_data(self._obs_tensor(obs))
+        out.update(
+            reward=reward,
+            terminated=term,
+            cut=truncated.reshape(-1).bool() & ~term,  # VMAS: steps >= max_steps
+            infos=self._info_means(infos),
+        )
+        return out
+
+    def _info_means(self, infos):
+        """{key: [E]}: each per-agent scalar of this step's infos (navigation: pos_rew,
+        final_rew, agent_collisions), averaged over the agents that report it."""
+        means = {}
+        for key in sorted({k for info in infos for k in info}):
+            vals = [info[key] for info in infos if key in info and info[key].numel() == self.num_envs]
+            if vals:
+                means[key] = torch.stack([v.reshape(-1).float() for v in vals]).mean(0)
+        return means
+
+    # --- the whole batch as NumPy arrays (the vector runner) --------------------------------
+    def _set_obs(self, obs):
+        self._obs = obs.detach().cpu().numpy()  # a fresh array each step: the views below stay valid
 
     def _data(self):
-        # _set_obs makes a new array each step, so these views are never overwritten
         return {
             "state": self._obs.reshape(self.num_envs, -1),
             "avail_actions": self._avail_batch,
@@ -146,45 +202,23 @@ class VMASEnv(PerAgentSpacesEnv):
 
     def reset_batch(self):
         """Reset every copy: {state [E, S], avail_actions [E, N, A], obs [E, N, O]}."""
-        with self._own_rng():
-            obs = self.env.reset()
-        self._set_obs(obs)
-        self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
-        self._info_sums = {}
+        self._set_obs(self.reset_tensors()["obs"])
         return self._data()
-
-    def _add_infos(self, infos):
-        """Sum over the episode each scalar the scenario reports per agent and step (navigation:
-        pos_rew, final_rew, agent_collisions), averaged over the agents that report it."""
-        for key in {k for info in infos for k in info}:
-            vals = [info[key] for info in infos if key in info and info[key].numel() == self.num_envs]
-            if vals:  # kept on VMAS's device; read once, when an episode ends
-                mean = torch.stack([v.reshape(-1).float() for v in vals]).mean(0)
-                self._info_sums[key] = self._info_sums.get(key, 0.0) + mean
 
     def step_batch(self, actions):
         """actions [E, N] (discrete) or [E, N, A] (continuous) for every copy -> the data after
         the step plus reward [E] or [E, N], terminated [E], indi_terminated [E, N] and one info
-        dict per copy (episode_limit: the step was a time-limit cut)."""
-        actions = torch.as_tensor(np.asarray(actions), device=self.device)
-        if self.continuous:
-            per_agent = [actions[:, i, : self.agent_action_sizes[i]].float() for i in range(self.n_agents)]
-        else:
-            per_agent = [actions[:, i].long().reshape(-1) for i in range(self.n_agents)]
-        with self._own_rng():
-            obs, rewards, terminated, truncated, infos = self.env.step(per_agent)
-        self._set_obs(obs)
-        self._add_infos(infos)
-        reward = (
-            torch.stack([r.reshape(-1) for r in rewards], dim=1).detach().cpu().numpy().astype(np.float32)
-        )
-        term = terminated.detach().cpu().numpy().reshape(-1).astype(bool)
-        cut = truncated.detach().cpu().numpy().reshape(-1).astype(bool) & ~term  # VMAS: steps >= max_steps
+        dict per copy (episode_limit: the step was a time-limit cut; on an episode's last step
+        also its sum of each of the scenario's infos)."""
+        out_t = self.step_tensors(torch.as_tensor(np.asarray(actions), device=self.device))
+        self._set_obs(out_t["obs"])
+        for key, v in out_t["infos"].items():  # kept on VMAS's device; read once, when an episode ends
+            self._info_sums[key] = self._info_sums.get(key, 0.0) + v
+        term = out_t["terminated"].cpu().numpy()
+        cut = out_t["cut"].cpu().numpy()
         out = self._data()
         out.update(
-            reward=(reward.sum(1) if self.reward_scalarisation == "sum" else reward.mean(1))
-            if self.common_reward
-            else reward,
+            reward=out_t["reward"].cpu().numpy(),
             terminated=term | cut,
             indi_terminated=np.repeat(term[:, None], self.n_agents, axis=1).astype(np.uint8),
             info=[{"episode_limit": bool(c)} for c in cut],

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from envs import REGISTRY as env_REGISTRY
 from envs import batched
@@ -13,7 +14,15 @@ class VectorRunner(ParallelRunner):
     envs that step fast (MPE: about 0.3 ms), the pipes and process switches cost more than the
     steps themselves; slow envs (StarCraft II) gain from the parallel runner's workers instead.
     Envs that can step all copies as one batch (VMAS; simple_spread_v3 through its NumPy port)
-    are built once with num_envs=batch_size_run."""
+    are built once with num_envs=batch_size_run.
+
+    Batched envs that offer reset_tensors/step_tensors (VMAS) are played by run_tensors: the
+    episodes stay on the env's device (the GPU with device=cuda) from the env through the
+    controller into the batch, with nothing read back to the host until all of them are over.
+    Every copy steps at every step; the copies whose episode is over are masked out of the
+    batch, which then holds what the step-by-step path writes."""
+
+    CHECK_EVERY = 8  # steps between checks whether every episode is over (a read from the device)
 
     def _start_envs(self, args):
         make = batched(args.env, args.env_args, getattr(args, "numpy_mpe", True))
@@ -22,6 +31,79 @@ class VectorRunner(ParallelRunner):
             self.envs = [make(**{**env_args_for(args, 0), "num_envs": self.batch_size})]
         else:
             self.envs = [env_REGISTRY[args.env](**env_args_for(args, i)) for i in range(self.batch_size)]
+        self.on_device = self.batched and hasattr(self.envs[0], "step_tensors")
+
+    def run(self, test_mode: bool = False):
+        if self.on_device:
+            return self.run_tensors(test_mode)
+        return super().run(test_mode)
+
+    def run_tensors(self, test_mode: bool = False):
+        """One episode per copy, as ParallelRunner.run, on the env's device. The batch is on the
+        run's device (the env's, where run.py puts VMAS)."""
+        env, n = self.envs[0], self.batch_size
+        batch = self.new_batch()
+        batch.update(env.reset_tensors(), ts=0)
+        self.t = 0
+        self.start_episode(batch)
+        dev = batch.device
+        acting = torch.ones(n, dtype=torch.bool, device=dev)  # rows that get an action at this step
+        alive = acting.clone()  # rows whose episode goes on: they step
+        lengths = torch.zeros(n, dtype=torch.long, device=dev)
+        cut_at_end = torch.zeros(n, dtype=torch.bool, device=dev)
+        returns, info_sums = None, {}
+        for t in range(self.episode_limit + 1):
+            actions = self.mac.select_actions(batch, t_ep=t, t_env=self.t_env, test_mode=test_mode)
+            self._masked_update(batch, {"actions": actions}, t, acting)
+            # Rows that just ended got their extra action; the loop ends once no row is left.
+            if t == self.episode_limit or (t % self.CHECK_EVERY == 0 and t > 0 and not alive.any()):
+                break
+            r = env.step_tensors(self.mac.env_actions(actions, batch, t, slice(None)))
+            done = r["terminated"] | r["cut"]
+            live = alive.float()
+            reward = r["reward"].double()
+            step_return = reward * (live if reward.dim() == 1 else live[:, None])
+            returns = step_return if returns is None else returns + step_return
+            for k, v in r["infos"].items():
+                info_sums[k] = info_sums.get(k, 0.0) + v * live
+            lengths += alive
+            cut_at_end |= alive & r["cut"]
+            post = {
+                "reward": r["reward"].reshape(n, -1),
+                "terminated": r["terminated"][:, None],
+                "indi_terminated": r["terminated"][:, None].expand(n, env.n_agents),
+            }
+            self._masked_update(batch, post, t, alive)
+            self.t = t + 1
+            data = {k: r[k] for k in ("state", "avail_actions", "obs")}
+            self._masked_update(batch, {**data, "filled": torch.ones(n, 1, device=dev)}, t + 1, alive)
+            acting, alive = alive, alive & ~done
+        # One read from the device for the whole batch of episodes.
+        lengths, cut_at_end = lengths.tolist(), cut_at_end.tolist()
+        returns = returns.cpu().numpy()
+        info_sums = {k: v.cpu().numpy() for k, v in info_sums.items()}
+        if not test_mode:
+            self.t_env += sum(lengths)
+        for i in range(n):
+            info = {"episode_limit": cut_at_end[i], **{k: float(v[i]) for k, v in info_sums.items()}}
+            ret = returns[i]
+            self.record_episode(ret.tolist() if np.ndim(ret) else float(ret), lengths[i], info, test_mode)
+        self.maybe_log(test_mode, getattr(self.mac.action_selector, "epsilon", None))
+        return batch
+
+    @staticmethod
+    def _masked_update(batch, data, t, rows):
+        """Write data ({field: [B, ...]}) at step t for the rows where `rows` [B] is true. The
+        batch is fresh and each of its slots is written once, so writing zeros elsewhere is
+        writing nothing; fields derived by preprocessing (one-hot actions) are masked too."""
+        for k, v in data.items():
+            mask = rows.view(-1, *([1] * (v.dim() - 1)))
+            batch.update(
+                {k: v * mask.to(v.dtype) if v.dtype != torch.bool else v & mask}, ts=t, mark_filled=False
+            )
+            if k in batch.preprocess:
+                derived = batch.data.transition_data[batch.preprocess[k][0]][:, t]
+                derived *= rows.view(-1, *([1] * (derived.dim() - 1))).to(derived.dtype)
 
     def _exchange(self, cmd, items):
         if self.batched:
