@@ -44,7 +44,7 @@ def build(overrides, config="qmix", env_config="mpe", device="cpu"):
     from config import load_config
     from controllers import REGISTRY as mac_REGISTRY
     from learners import REGISTRY as le_REGISTRY
-    from run import build_scheme
+    from run import apply_env_info, build_scheme
     from runners import REGISTRY as r_REGISTRY
     from utils.logger import Logger, get_console_logger
 
@@ -57,11 +57,7 @@ def build(overrides, config="qmix", env_config="mpe", device="cpu"):
     logger = Logger(get_console_logger())
     runner = r_REGISTRY[args.runner](args=args, logger=logger)
     info = runner.get_env_info()
-    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
-        setattr(args, k, info[k])
-    args.action_space = info.get("action_space", "discrete")
-    if args.action_space == "continuous":
-        args.action_low, args.action_high = info["action_low"], info["action_high"]
+    apply_env_info(args, info)
     scheme, groups, preprocess = build_scheme(args, info)
     buffer = ReplayBuffer(scheme, groups, args.buffer_size, info["episode_limit"] + 1, preprocess=preprocess)
     mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)

@@ -104,19 +104,24 @@ def build_scheme(args, env_info):
     return scheme, {"agents": n_agents}, preprocess
 
 
+def apply_env_info(args, env_info):
+    """The env's sizes, action space and bounds into args, where the controller and learner look."""
+    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
+        setattr(args, k, env_info[k])
+    # Entity layout of observations and entity-targeted actions, for entity-aware agents.
+    args.obs_entities = env_info.get("obs_entities")
+    args.action_entities = env_info.get("action_entities")
+    args.action_space = env_info.get("action_space", "discrete")
+    if args.action_space == "continuous":
+        args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
+
+
 def run_sequential(args, logger):
     console = logger.console_logger
     runner = r_REGISTRY[args.runner](args=args, logger=logger)
     try:
         env_info = runner.get_env_info()
-        for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
-            setattr(args, k, env_info[k])
-        # Entity layout of observations and entity-targeted actions, for entity-aware agents.
-        args.obs_entities = env_info.get("obs_entities")
-        args.action_entities = env_info.get("action_entities")
-        args.action_space = env_info.get("action_space", "discrete")
-        if args.action_space == "continuous":
-            args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
+        apply_env_info(args, env_info)
         if args.action_space not in le_REGISTRY[args.learner].action_spaces:
             raise ConfigError(
                 f"learner={args.learner} learns {' and '.join(le_REGISTRY[args.learner].action_spaces)} "

@@ -14,7 +14,7 @@ import main
 from controllers import REGISTRY as mac_REGISTRY
 from helpers import make_args
 from learners.maddpg_learner import MADDPGLearner
-from run import build_scheme
+from run import apply_env_info, build_scheme
 from runners import REGISTRY as r_REGISTRY
 from utils.errors import ConfigError
 from utils.logger import Logger, get_console_logger
@@ -63,11 +63,7 @@ def maddpg_setup(scenario="simple_spread_v3", continuous=False, common_reward=Tr
     logger = RecordingLogger()
     runner = r_REGISTRY["episode"](args=args, logger=logger)
     info = runner.get_env_info()
-    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
-        setattr(args, k, info[k])
-    args.action_space = info.get("action_space", "discrete")
-    if args.action_space == "continuous":
-        args.action_low, args.action_high = info["action_low"], info["action_high"]
+    apply_env_info(args, info)
     scheme, groups, preprocess = build_scheme(args, info)
     full_scheme = dict(scheme)
     if not continuous:

@@ -217,7 +217,7 @@ def _vmas_runner(config, overrides, mac=None, device="cpu"):
 
     from config import load_config
     from controllers import REGISTRY as mac_REGISTRY
-    from run import build_scheme
+    from run import apply_env_info, build_scheme
 
     cfg = load_config([f"--config={config}", "--env-config=vmas", "with", "runner=vector", *overrides])
     args = SimpleNamespace(**cfg)
@@ -225,11 +225,7 @@ def _vmas_runner(config, overrides, mac=None, device="cpu"):
     args.env_args = {**args.env_args, "device": device}
     runner = r_REGISTRY["vector"](args=args, logger=Logger(get_console_logger()))
     info = runner.get_env_info()
-    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
-        setattr(args, k, info[k])
-    args.action_space = info.get("action_space", "discrete")
-    if args.action_space == "continuous":
-        args.action_low, args.action_high = info["action_low"], info["action_high"]
+    apply_env_info(args, info)
     scheme, groups, preprocess = build_scheme(args, info)
     if mac is None:
         from components.episode_buffer import EpisodeBatch
