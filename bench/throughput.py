@@ -85,12 +85,10 @@ def learner_rate(agent, updates):
         while not buffer.can_sample(args.batch_size):
             buffer.insert_episode_batch(runner.run())
         for _ in range(3):
-            s = buffer.sample(args.batch_size)
-            learner.train(s[:, : s.max_t_filled()], 0, 0)
+            learner.train(buffer.sample(args.batch_size), 0, 0)
         start = time.perf_counter()
         for _ in range(updates):
-            s = buffer.sample(args.batch_size)
-            learner.train(s[:, : s.max_t_filled()], 0, 0)
+            learner.train(buffer.sample(args.batch_size), 0, 0)
         return updates / (time.perf_counter() - start)
     finally:
         runner.close_env()

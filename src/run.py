@@ -419,8 +419,7 @@ def draw_batch(args, buffer):
         )
     if not buffer.can_sample(args.batch_size):
         return None
-    sample = buffer.sample(args.batch_size)
-    return sample[:, : sample.max_t_filled()]
+    return buffer.sample(args.batch_size)
 
 
 def save_model(args, runner, learner, episode, buffer=None):

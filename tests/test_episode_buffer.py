@@ -228,3 +228,27 @@ def test_transition_sampling_windows():
     t = (s["state"][:, 0, 0] - 10 * s["ep_id"][:, 0]).long()
     assert not s["terminated"][:, 0, 0][t == 5].any()  # bootstrapping through the limit
     assert buf["terminated"].sum() == 1  # samples are copies
+
+
+def test_sampled_episodes_end_at_the_longest_ones_last_step():
+    """sample() copies only up to the longest sampled episode's last filled step: the same data
+    as copying whole episodes and cutting them there, and nothing filled is cut off."""
+    buf = replay(10)
+    lengths = [2, 7, 4, 3, 5]
+    b = batch(bs=5)
+    for i, n in enumerate(lengths):
+        b.update({"ep_id": [[i]], "state": np.full((n, 5), i + 1)}, bs=i, ts=slice(0, n))
+    buf.insert_episode_batch(b)
+    seen = set()
+    for seed in range(40):
+        np.random.seed(seed)
+        s = buf.sample(2)
+        ids = s["ep_id"][:, 0].long().tolist()
+        assert s.max_seq_length == max(lengths[i] for i in ids)
+        whole = buf[ids]
+        for key in whole.data.transition_data:
+            assert torch.equal(s[key], whole[key][:, : s.max_seq_length]), key
+        assert s["filled"].sum() == whole["filled"].sum()
+        seen.add(s.max_seq_length)
+    assert seen == {3, 4, 5, 7}  # the larger of two of the five lengths: any but the shortest
+    assert buf.sample(5).max_seq_length == 7  # the whole buffer at once

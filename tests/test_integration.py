@@ -188,12 +188,6 @@ class _Buffer:
 class _Sample:
     device = "cpu"
 
-    def __getitem__(self, item):
-        return self
-
-    def max_t_filled(self):
-        return 1
-
 
 class _Learner:
     def __init__(self):
