@@ -78,7 +78,7 @@ class VectorRunner(ParallelRunner):
             data = {k: r[k] for k in ("state", "avail_actions", "obs")}
             self._masked_update(batch, {**data, "filled": torch.ones(n, 1, device=dev)}, t + 1, alive)
             acting, alive = alive, alive & ~done
-        # One read from the device for the whole batch of episodes.
+        # Read back once all episodes are over: lengths, returns, infos.
         lengths, cut_at_end = lengths.tolist(), cut_at_end.tolist()
         returns = returns.cpu().numpy()
         info_sums = {k: v.cpu().numpy() for k, v in info_sums.items()}
