@@ -47,6 +47,13 @@ class DiscreteActions:
         return torch.nn.functional.one_hot(sample, out.shape[-1]).to(out.dtype)
 
 
+def bounds_on(holder, device):
+    """holder.low and holder.high on `device`, moved there once rather than copied at every step."""
+    if holder.low.device != device:
+        holder.low, holder.high = holder.low.to(device), holder.high.to(device)
+    return holder.low, holder.high
+
+
 class BoundedActions:
     """tanh outputs mapped affinely onto the env's bounds [low, high]; deterministic."""
 
@@ -60,9 +67,7 @@ class BoundedActions:
         self.exploration = args.exploration_mode
 
     def bounds(self, like):
-        if self.low.device != like.device:  # moved once, not copied to the GPU at every step
-            self.low, self.high = self.low.to(like.device), self.high.to(like.device)
-        return self.low, self.high
+        return bounds_on(self, like.device)
 
     def greedy(self, out, avail):
         low, high = self.bounds(out)

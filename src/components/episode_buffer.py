@@ -305,7 +305,7 @@ class ReplayBuffer(EpisodeBatch):
             ep_ids = slice(0, batch_size)
         else:
             ep_ids = np.random.choice(self.episodes_in_buffer, batch_size, replace=False)
-        longest = int(self.data.transition_data["filled"][ep_ids, :, 0].sum(1).max())
+        longest = int(self._transitions[ep_ids].max()) + 1  # filled rows: transitions + final obs
         return self[ep_ids, :longest]
 
     def can_sample_transitions(self, batch_size: int) -> bool:

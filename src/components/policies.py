@@ -16,7 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from components.action_forms import MASKED_LOGIT
+from components.action_forms import MASKED_LOGIT, bounds_on
 from utils.rl_utils import gumbel_noise
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -110,8 +110,6 @@ class GaussianPolicy:
         return out * avail
 
     def env_actions(self, actions, avail):
-        if self.low.device != actions.device:  # moved once, not copied to the GPU at every step
-            self.low, self.high = self.low.to(actions.device), self.high.to(actions.device)
-        low, high = self.low, self.high
+        low, high = bounds_on(self, actions.device)
         unit = actions.clamp(-1.0, 1.0) if self.squash == "clip" else torch.tanh(actions)
         return (low + (unit + 1) * (high - low) / 2) * avail

@@ -147,8 +147,6 @@ class VMASEnv(PerAgentSpacesEnv):
         the env's device."""
         with self._own_rng():
             obs = self.env.reset()
-        self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
-        self._info_sums = {}
         return self._tensor_data(self._obs_tensor(obs))
 
     def step_tensors(self, actions):
@@ -203,6 +201,8 @@ class VMASEnv(PerAgentSpacesEnv):
     def reset_batch(self):
         """Reset every copy: {state [E, S], avail_actions [E, N, A], obs [E, N, O]}."""
         self._set_obs(self.reset_tensors()["obs"])
+        self._indi_terminated = np.zeros(self.n_agents, dtype=np.uint8)
+        self._info_sums = {}
         return self._data()
 
     def step_batch(self, actions):

@@ -51,6 +51,7 @@ class VectorRunner(ParallelRunner):
         alive = acting.clone()  # rows whose episode goes on: they step
         lengths = torch.zeros(n, dtype=torch.long, device=dev)
         cut_at_end = torch.zeros(n, dtype=torch.bool, device=dev)
+        filled = torch.ones(n, 1, device=dev)
         returns, info_sums = None, {}
         for t in range(self.episode_limit + 1):
             actions = self.mac.select_actions(batch, t_ep=t, t_env=self.t_env, test_mode=test_mode)
@@ -60,12 +61,11 @@ class VectorRunner(ParallelRunner):
                 break
             r = env.step_tensors(self.mac.env_actions(actions, batch, t, slice(None)))
             done = r["terminated"] | r["cut"]
-            live = alive.float()
             reward = r["reward"].double()
-            step_return = reward * (live if reward.dim() == 1 else live[:, None])
+            step_return = reward * _per_row(alive, reward)
             returns = step_return if returns is None else returns + step_return
             for k, v in r["infos"].items():
-                info_sums[k] = info_sums.get(k, 0.0) + v * live
+                info_sums[k] = info_sums.get(k, 0.0) + v * _per_row(alive, v)
             lengths += alive
             cut_at_end |= alive & r["cut"]
             post = {
@@ -76,7 +76,7 @@ class VectorRunner(ParallelRunner):
             self._masked_update(batch, post, t, alive)
             self.t = t + 1
             data = {k: r[k] for k in ("state", "avail_actions", "obs")}
-            self._masked_update(batch, {**data, "filled": torch.ones(n, 1, device=dev)}, t + 1, alive)
+            self._masked_update(batch, {**data, "filled": filled}, t + 1, alive)
             acting, alive = alive, alive & ~done
         # Read back once all episodes are over: lengths, returns, infos.
         lengths, cut_at_end = lengths.tolist(), cut_at_end.tolist()
@@ -97,13 +97,14 @@ class VectorRunner(ParallelRunner):
         batch is fresh and each of its slots is written once, so writing zeros elsewhere is
         writing nothing; fields derived by preprocessing (one-hot actions) are masked too."""
         for k, v in data.items():
-            mask = rows.view(-1, *([1] * (v.dim() - 1)))
             batch.update(
-                {k: v * mask.to(v.dtype) if v.dtype != torch.bool else v & mask}, ts=t, mark_filled=False
+                {k: v & _per_row(rows, v) if v.dtype == torch.bool else v * _per_row(rows, v)},
+                ts=t,
+                mark_filled=False,
             )
             if k in batch.preprocess:
                 derived = batch.data.transition_data[batch.preprocess[k][0]][:, t]
-                derived *= rows.view(-1, *([1] * (derived.dim() - 1))).to(derived.dtype)
+                derived *= _per_row(rows, derived)
 
     def _exchange(self, cmd, items):
         if self.batched:
@@ -135,3 +136,8 @@ class VectorRunner(ParallelRunner):
         self.closed = True
         for env in self.envs:
             env.close()
+
+
+def _per_row(rows, like):
+    """The row mask rows [B] shaped and typed to multiply `like` [B, ...]."""
+    return rows.view(-1, *([1] * (like.dim() - 1))).to(like.dtype)
