@@ -18,6 +18,7 @@ from runners import REGISTRY as r_REGISTRY
 from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, save_checkpoint
 from utils.errors import ConfigError
 from utils.logger import Logger, Progress, get_console_logger
+from utils.processes import raise_if_interrupted
 from utils.values import config_changes, describe_changes, plain_config
 
 
@@ -351,6 +352,7 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
 
     pending = 0  # env steps collected since the last update (train_interval_steps > 0)
     while runner.t_env <= args.t_max:
+        raise_if_interrupted()
         if buffer is None:
             episode += train_on_policy(args, runner, learner, episode)
         else:

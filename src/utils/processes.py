@@ -15,3 +15,32 @@ def signal_on_parent_death(sig, parent_pid):
         except (OSError, AttributeError):
             pass
     return os.getppid() == parent_pid
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (a cluster's time limit, kill) or SIGINT: handled as Ctrl-C is, so the record says
+    INTERRUPTED instead of staying RUNNING."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_received = []  # the signals raise_interrupt has turned into Interrupted, newest last
+
+
+def raise_interrupt(signum, frame):
+    _received.append(signum)
+    raise Interrupted(signum)
+
+
+def raise_if_interrupted():
+    """Raise again an interrupt that was lost on the way: its exception can land in library code
+    with a bare `except:`, or in a finaliser, where Python ignores exceptions. The training loop
+    asks every iteration, so a run never trains on after one."""
+    if _received:
+        raise Interrupted(_received[-1])
+
+
+def forget_interrupts():
+    _received.clear()
