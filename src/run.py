@@ -18,7 +18,7 @@ from runners import REGISTRY as r_REGISTRY
 from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, save_checkpoint
 from utils.errors import ConfigError
 from utils.logger import Logger, Progress, get_console_logger
-from utils.processes import raise_if_interrupted
+from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
 from utils.values import config_changes, describe_changes, plain_config
 
 
@@ -68,11 +68,16 @@ def run(_run, config, console=None):
         result = run_sequential(args, logger)
         failed = False
         return result
-    except BaseException:
+    except BaseException as e:
         # Sacred reads the captured console output only while its capture is open, and it is
         # closed by the time a failed or interrupted run writes its last record: read it now.
         if _run is not None and hasattr(_run, "_get_captured_output"):
             _run._get_captured_output()
+        signum = interrupt_received()
+        if signum is not None and not isinstance(e, KeyboardInterrupt):
+            # Python turns an interrupt inside some imports into another error (a RuntimeError
+            # from a dataclass's __set_name__ in torch's lazy imports): the run was interrupted.
+            raise Interrupted(signum) from e
         raise
     finally:
         logger.close(failed=failed)

@@ -415,6 +415,26 @@ def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
     assert workers and not any(alive(w) for w in workers)
 
 
+def test_an_interrupt_turned_into_another_error_ends_the_run_interrupted(tmp_path, monkeypatch):
+    # An interrupt inside some imports reaches the run as another error (RuntimeError from a
+    # dataclass's __set_name__); the run was interrupted all the same.
+    import run as run_module
+
+    original = run_module.build_scheme
+
+    def converting(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs here
+        except BaseException as e:
+            raise RuntimeError("Error calling __set_name__") from e
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "build_scheme", converting)
+    assert run_main(tmp_path, "qmix") == 128 + signal.SIGTERM
+    assert read(sacred_runs(tmp_path)[0], "run.json")["status"] == "INTERRUPTED"
+
+
 def test_a_record_sacred_leaves_running_is_marked_interrupted(tmp_path, monkeypatch):
     # A signal in a run's first second can end it without Sacred's final event (seen about once
     # in 50 sweeps killed then); the record must not stay RUNNING.

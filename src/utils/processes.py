@@ -42,5 +42,10 @@ def raise_if_interrupted():
         raise Interrupted(_received[-1])
 
 
+def interrupt_received():
+    """-> the signal number of the last interrupt, or None."""
+    return _received[-1] if _received else None
+
+
 def forget_interrupts():
     _received.clear()
