@@ -415,22 +415,33 @@ def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
     assert workers and not any(alive(w) for w in workers)
 
 
-def test_an_interrupt_turned_into_another_error_ends_the_run_interrupted(tmp_path, monkeypatch):
-    # An interrupt inside some imports reaches the run as another error (RuntimeError from a
-    # dataclass's __set_name__); the run was interrupted all the same.
+def signal_during_set_up(monkeypatch, sig, on_interrupt=None):
+    """Send `sig` to this process while the run builds its scheme. on_interrupt(exc): what the
+    set-up code does with the handler's exception (None: it propagates)."""
     import run as run_module
 
     original = run_module.build_scheme
 
-    def converting(*args, **kwargs):
+    def signalled(*args, **kwargs):
         try:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), sig)
             time.sleep(1)  # the handler runs here
         except BaseException as e:
-            raise RuntimeError("Error calling __set_name__") from e
+            if on_interrupt is None:
+                raise
+            on_interrupt(e)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(run_module, "build_scheme", converting)
+    monkeypatch.setattr(run_module, "build_scheme", signalled)
+
+
+def test_an_interrupt_turned_into_another_error_ends_the_run_interrupted(tmp_path, monkeypatch):
+    # An interrupt inside some imports reaches the run as another error (RuntimeError from a
+    # dataclass's __set_name__); the run was interrupted all the same.
+    def converting(e):
+        raise RuntimeError("Error calling __set_name__") from e
+
+    signal_during_set_up(monkeypatch, signal.SIGTERM, converting)
     assert run_main(tmp_path, "qmix") == 128 + signal.SIGTERM
     assert read(sacred_runs(tmp_path)[0], "run.json")["status"] == "INTERRUPTED"
 
@@ -440,15 +451,7 @@ def test_a_record_sacred_leaves_running_is_marked_interrupted(tmp_path, monkeypa
     # in 50 sweeps killed then); the record must not stay RUNNING.
     import sacred.run
 
-    import run as run_module
-
-    original = run_module.build_scheme
-
-    def signalled(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGTERM)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(run_module, "build_scheme", signalled)
+    signal_during_set_up(monkeypatch, signal.SIGTERM)
     monkeypatch.setattr(sacred.run.Run, "_emit_interrupted", lambda self, status: None)
     assert run_main(tmp_path, "qmix") == 128 + signal.SIGTERM
     record = read(sacred_runs(tmp_path)[0], "run.json")
@@ -459,19 +462,7 @@ def test_a_record_sacred_leaves_running_is_marked_interrupted(tmp_path, monkeypa
 def test_an_interrupt_swallowed_during_set_up_still_ends_the_run(tmp_path, monkeypatch, sig):
     # A signal whose exception lands in library code with a bare `except:` (or in a finaliser,
     # where Python ignores exceptions) is lost there; the run must not train on regardless.
-    import run as run_module
-
-    original = run_module.build_scheme
-
-    def swallowing(*args, **kwargs):
-        try:
-            os.kill(os.getpid(), sig)
-            time.sleep(1)  # the handler runs here
-        except BaseException:
-            pass
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(run_module, "build_scheme", swallowing)
+    signal_during_set_up(monkeypatch, sig, on_interrupt=lambda e: None)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest may run with it ignored
     try:
         rc = run_main(tmp_path, "qmix", extra=["t_max=3000"])

@@ -26,26 +26,28 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-_received = []  # the signals raise_interrupt has turned into Interrupted, newest last
+_received = None  # the last signal raise_interrupt turned into Interrupted
 
 
 def raise_interrupt(signum, frame):
-    _received.append(signum)
+    global _received
+    _received = signum
     raise Interrupted(signum)
+
+
+def interrupt_received():
+    """-> the signal number of the last interrupt, or None."""
+    return _received
 
 
 def raise_if_interrupted():
     """Raise again an interrupt that was lost on the way: its exception can land in library code
     with a bare `except:`, or in a finaliser, where Python ignores exceptions. The training loop
     asks every iteration, so a run never trains on after one."""
-    if _received:
-        raise Interrupted(_received[-1])
-
-
-def interrupt_received():
-    """-> the signal number of the last interrupt, or None."""
-    return _received[-1] if _received else None
+    if _received is not None:
+        raise Interrupted(_received)
 
 
 def forget_interrupts():
-    _received.clear()
+    global _received
+    _received = None
