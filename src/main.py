@@ -129,8 +129,9 @@ def now_utc():
 
 
 def settle_interrupted(ex):
-    """Mark the record INTERRUPTED where Sacred left it RUNNING: a signal in the first second of a
-    run (seen about once in 50 sweeps killed then) can end it without Sacred's final event."""
+    """Mark the record INTERRUPTED where Sacred left it RUNNING: an exception inside Sacred's
+    handling of the interrupt (a second signal did this once in 50 killed sweeps, until repeats
+    were ignored) ends it without Sacred's final event."""
     for observer in ex.observers:
         entry, folder = getattr(observer, "run_entry", None), getattr(observer, "dir", None)
         if not entry or not folder:

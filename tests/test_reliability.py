@@ -210,6 +210,7 @@ def test_a_stop_signal_during_a_checkpoint_save_interrupts_and_keeps_the_last_on
     monkeypatch.setattr(checkpoint._Writer, "write", signalled)
     # a run's handlers (the tests may run in a script's background, with SIGINT ignored)
     handlers = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: main.raise_interrupt}
+    main.forget_interrupts()  # as main does before it installs them
     previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         with pytest.raises(KeyboardInterrupt) as e:
@@ -447,8 +448,8 @@ def test_an_interrupt_turned_into_another_error_ends_the_run_interrupted(tmp_pat
 
 
 def test_a_record_sacred_leaves_running_is_marked_interrupted(tmp_path, monkeypatch):
-    # A signal in a run's first second can end it without Sacred's final event (seen about once
-    # in 50 sweeps killed then); the record must not stay RUNNING.
+    # Anything that cuts short Sacred's handling of an interrupt skips its final event; the
+    # record must not stay RUNNING.
     import sacred.run
 
     signal_during_set_up(monkeypatch, signal.SIGTERM)
@@ -456,6 +457,50 @@ def test_a_record_sacred_leaves_running_is_marked_interrupted(tmp_path, monkeypa
     assert run_main(tmp_path, "qmix") == 128 + signal.SIGTERM
     record = read(sacred_runs(tmp_path)[0], "run.json")
     assert record["status"] == "INTERRUPTED" and record["stop_time"]
+
+
+def test_a_repeated_signal_does_not_cut_short_sacreds_end_of_the_run(tmp_path, monkeypatch):
+    # A sweep killed with -9 can send its run the death signal twice, ms apart (once per thread of
+    # the sweep the run is handed to as the sweep dies). The second must not land inside Sacred's
+    # handling of the first, which would skip its interrupted event.
+    import sacred.run
+
+    signal_during_set_up(monkeypatch, signal.SIGTERM)
+    stop, emitted = sacred.run.Run._stop_heartbeat, []
+
+    def signalled_again(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)  # the handler runs here
+        return stop(self)
+
+    original_emit = sacred.run.Run._emit_interrupted
+    monkeypatch.setattr(sacred.run.Run, "_stop_heartbeat", signalled_again)
+    monkeypatch.setattr(
+        sacred.run.Run,
+        "_emit_interrupted",
+        lambda self, status: emitted.append(status) or original_emit(self, status),
+    )
+    assert run_main(tmp_path, "qmix") == 128 + signal.SIGTERM
+    assert emitted == ["INTERRUPTED"]  # Sacred's own end of the run, not main's repair
+    assert read(sacred_runs(tmp_path)[0], "run.json")["status"] == "INTERRUPTED"
+
+
+def test_a_signal_repeated_after_a_pause_interrupts_again(monkeypatch):
+    # Ctrl-C pressed again later (a run stuck after the first) still raises.
+    from utils import processes
+
+    processes.forget_interrupts()
+    clock = [100.0]
+    monkeypatch.setattr(processes, "_clock", lambda: clock[0])
+    with pytest.raises(processes.Interrupted):
+        processes.raise_interrupt(signal.SIGINT, None)
+    clock[0] += processes.REPEAT_S / 2
+    assert processes.raise_interrupt(signal.SIGTERM, None) is None  # the same request
+    clock[0] += processes.REPEAT_S
+    with pytest.raises(processes.Interrupted) as e:
+        processes.raise_interrupt(signal.SIGTERM, None)
+    assert e.value.signum == signal.SIGTERM
+    processes.forget_interrupts()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

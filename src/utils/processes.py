@@ -2,6 +2,7 @@
 
 import os
 import sys
+import time
 
 
 def signal_on_parent_death(sig, parent_pid):
@@ -27,11 +28,20 @@ class Interrupted(KeyboardInterrupt):
 
 
 _received = None  # the last signal raise_interrupt turned into Interrupted
+_raised_at = None
+# A signal repeated within this many seconds is the same request: a process killed with -9 sends
+# its children's death signal once per thread the child is passed to as it dies (ms apart), and a
+# second exception would land inside Sacred's handling of the first and cost the record its end.
+REPEAT_S = 1.0
+_clock = time.monotonic
 
 
 def raise_interrupt(signum, frame):
-    global _received
-    _received = signum
+    global _received, _raised_at
+    now = _clock()
+    if _raised_at is not None and now - _raised_at < REPEAT_S:
+        return  # the first is already on its way; raise_if_interrupted backs it up
+    _received, _raised_at = signum, now
     raise Interrupted(signum)
 
 
@@ -49,5 +59,5 @@ def raise_if_interrupted():
 
 
 def forget_interrupts():
-    global _received
-    _received = None
+    global _received, _raised_at
+    _received = _raised_at = None
