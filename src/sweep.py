@@ -39,6 +39,7 @@ like any results folder.
 
 import argparse
 import concurrent.futures
+import functools
 import hashlib
 import itertools
 import json
@@ -294,8 +295,8 @@ def archive_completed(spec):
         _copy_files(path, os.path.join(archive, archive_name(config, key)), names=ARCHIVED)
         have.add(key)
         copied += 1
-    for key, where in archived_unfinished(spec).items():
-        if key in have:  # its completed record carries the whole curve
+    for where in _unfinished_copies(spec):
+        if where["key"] in have:  # its completed record carries the whole curve
             shutil.rmtree(where["folder"])
     return copied
 
@@ -313,18 +314,59 @@ def _copy_files(src, dest, names=None, skip=()):
             shutil.copyfile(path, os.path.join(dest, name))
 
 
-def archived_unfinished(spec):
-    """-> {sweep key: {folder, t_env, token, record}} of the stopped runs kept in the archive."""
+def _unfinished_copies(spec):
+    """-> [{key, t_env, token, record, folder}] of every whole copy in <archive>/unfinished, in
+    name order: a dot-named one is what a replacement killed half-way left (see _write_whole)."""
     root = _unfinished_root(spec)
-    found = {}
+    found = []
     for name in sorted(os.listdir(root)) if root and os.path.isdir(root) else []:
         try:
             with open(os.path.join(root, name, "where.json")) as f:
                 where = json.load(f)
         except (OSError, ValueError):
             continue  # a copy that did not finish: where.json is written last
-        found[where["key"]] = {**where, "folder": os.path.join(root, name)}
+        found.append({**where, "folder": os.path.join(root, name)})
     return found
+
+
+def archived_unfinished(spec):
+    """-> {sweep key: {folder, t_env, token, record}} of the stopped runs kept in the archive."""
+    # the plain name (sorted after dot-named leftovers of the same run) is the current copy
+    return {where["key"]: where for where in _unfinished_copies(spec)}
+
+
+def _write_whole(dest, fill):
+    """fill(folder) writes a sibling of `dest` that replaces it only once whole, so a copy cut
+    short (a second signal, kill -9) keeps the previous one. A kill between the two renames
+    leaves the new copy as .<name>.partial (found by archived_unfinished until the next write)."""
+    parent, name = os.path.split(dest)
+    partial, old = (os.path.join(parent, f".{name}.{suffix}") for suffix in ("partial", "old"))
+    if not os.path.exists(dest):  # a replacement killed half-way: keep its best copy first
+        for leftover in (partial, old):
+            if os.path.exists(os.path.join(leftover, "where.json")):
+                os.rename(leftover, dest)
+                break
+    for leftover in (partial, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    fill(partial)
+    if os.path.exists(dest):
+        os.rename(dest, old)
+    os.rename(partial, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _archive_stopped_run(point, record, where, dest):
+    _copy_files(point["folder"], os.path.join(dest, "checkpoint"), skip=("buffer.th",))
+    _copy_files(record, os.path.join(dest, "record"), names=ARCHIVED)
+    run_path = os.path.join(dest, "record", "run.json")
+    with open(run_path) as f:
+        run = json.load(f)
+    if run.get("status") == "RUNNING":  # DIED: its pid means nothing on another machine
+        run["status"] = "INTERRUPTED"
+        with open(run_path, "w") as f:
+            json.dump(run, f, indent=2)
+    with open(os.path.join(dest, "where.json"), "w") as f:  # last: it marks a whole copy
+        json.dump(where, f, indent=2)
 
 
 def archive_unfinished(spec):
@@ -345,25 +387,14 @@ def archive_unfinished(spec):
         record = os.path.join(results_dir(spec), point["record"])
         with open(os.path.join(point["folder"], "meta.json")) as f:
             config = json.load(f)["config"]
-        dest = os.path.join(root, archive_name(config, key))
-        shutil.rmtree(dest, ignore_errors=True)
-        _copy_files(point["folder"], os.path.join(dest, "checkpoint"), skip=("buffer.th",))
-        _copy_files(record, os.path.join(dest, "record"), names=ARCHIVED)
-        run_path = os.path.join(dest, "record", "run.json")
-        with open(run_path) as f:
-            run = json.load(f)
-        if run.get("status") == "RUNNING":  # DIED: its pid means nothing on another machine
-            run["status"] = "INTERRUPTED"
-            with open(run_path, "w") as f:
-                json.dump(run, f, indent=2)
         where = {
             "key": key,
             "t_env": point["t_env"],
             "token": os.path.basename(os.path.dirname(point["folder"])),
             "record": point["record"],
         }
-        with open(os.path.join(dest, "where.json"), "w") as f:
-            json.dump(where, f, indent=2)
+        dest = os.path.join(root, archive_name(config, key))
+        _write_whole(dest, functools.partial(_archive_stopped_run, point, record, where))
         written += 1
     return written
 

@@ -871,3 +871,54 @@ def test_config_changes_name_training_settings_only():
     assert changes == {"lr": (0.1, 0.2), "env_args.new_flag": ("(not set)", True)}
     assert describe_changes(changes) == "env_args.new_flag: '(not set)' -> True; lr: 0.1 -> 0.2"
     assert config_changes(saved, saved) == {}
+
+
+def test_an_archived_checkpoint_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    # A stopped sweep replaces a run's archived checkpoint; a copy cut short (a second signal, kill
+    # -9) must keep the previous one, or a fresh checkout would start that run from zero.
+    import sweep
+
+    spec = {"archive": str(tmp_path / "archive")}
+    dest = tmp_path / "archive" / "unfinished" / "qmix_seed1_k"
+
+    def fill(t_env, cut_short=False):
+        def write(folder):
+            os.makedirs(os.path.join(folder, "checkpoint"))
+            Path(folder, "checkpoint", "learner.th").write_text(str(t_env))
+            if cut_short:
+                raise KeyboardInterrupt
+            Path(folder, "where.json").write_text(json.dumps({"key": "k", "t_env": t_env}))
+
+        return write
+
+    def archived():
+        where = sweep.archived_unfinished(spec)["k"]
+        assert Path(where["folder"], "checkpoint", "learner.th").read_text() == str(where["t_env"])
+        return where["t_env"]
+
+    sweep._write_whole(str(dest), fill(100))
+    assert archived() == 100
+    with pytest.raises(KeyboardInterrupt):
+        sweep._write_whole(str(dest), fill(200, cut_short=True))
+    assert archived() == 100  # the previous copy, whole
+    sweep._write_whole(str(dest), fill(200))
+    assert archived() == 200 and sorted(os.listdir(dest.parent)) == [dest.name]  # nothing left over
+
+    # killed between its two renames: the new copy still counts, and the next write keeps it
+    renames = []
+    real_rename = os.rename
+
+    def killed_after_first(a, b):
+        renames.append(a)
+        if len(renames) == 2:
+            raise KeyboardInterrupt
+        real_rename(a, b)
+
+    monkeypatch.setattr(sweep.os, "rename", killed_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        sweep._write_whole(str(dest), fill(300))
+    monkeypatch.setattr(sweep.os, "rename", real_rename)
+    assert not dest.exists() and archived() == 300
+    with pytest.raises(KeyboardInterrupt):
+        sweep._write_whole(str(dest), fill(400, cut_short=True))
+    assert archived() == 300 and dest.exists()
