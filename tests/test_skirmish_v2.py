@@ -3,10 +3,12 @@ here independently of the env), a hand-checked feature layout, ranges, agent ord
 scenario laws, determinism, reward and termination, runners."""
 
 import math
+import os
 
 import numpy as np
 import pytest
 
+from config import available
 from envs.skirmish import distributions as dist
 from envs.skirmish import sim
 from envs.skirmish.v2 import SkirmishV2Env, validate_env_args
@@ -822,6 +824,38 @@ def test_training_runs_on_skirmish_v2(tmp_path, config, scenario, extra):
     with open(os.path.join(runs[0], "metrics.json")) as f:
         metrics = json.load(f)
     assert "test_battle_won_mean" in metrics and "dead_enemies_mean" in metrics
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", available("algs"))
+def test_every_algorithm_config_trains_on_skirmish_v2(tmp_path, alg):
+    # As on MPE (test_integration): every file in config/algs/ completes a short run on a v2
+    # battle, logs a finite loss and steps its agent network. One team reward, as SMACv2 gives.
+    from config import CONFIG_DIR, load_yaml
+    from helpers import assert_trains
+
+    cfg = load_yaml(os.path.join(CONFIG_DIR, "algs", f"{alg}.yaml"))
+    extra = ["batch_size_run=2"] if cfg.get("runner") in ("parallel", "vector") else []
+    if cfg.get("num_mini_batch", 1) > 2:
+        extra.append("num_mini_batch=2")
+    argv = [
+        f"--config={alg}",
+        "--env-config=skirmish_v2",
+        "with",
+        "env_args.scenario=zerg_5_vs_5",
+        "seed=1",
+        "t_max=160",
+        "test_interval=150",
+        "test_nepisode=1",
+        "batch_size=2",
+        "buffer_size=10",
+        "learner_log_interval=10",
+        "transition_batch_size=0",
+        "common_reward=True",
+        "transformer_n_layers=1",
+        *extra,
+    ]
+    assert_trains(tmp_path, argv)
 
 
 def test_pettingzoo_parallel_api_on_v2_battles():
