@@ -58,7 +58,7 @@ def run(_run, config, console=None):
     for obs in getattr(_run, "observers", ()):
         if getattr(obs, "dir", None):
             args.record = os.path.relpath(obs.dir, args.local_results_path)
-    args.unique_token = f"{args.name}_{args.env}_seed{args.seed}_{time.strftime('%Y%m%d-%H%M%S')}_{run_id}"
+    args.unique_token = run_token(args, run_id)
     if args.use_tensorboard:
         logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
     failed = True
@@ -120,6 +120,19 @@ def apply_env_info(args, env_info):
     args.action_space = env_info.get("action_space", "discrete")
     if args.action_space == "continuous":
         args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
+
+
+def run_token(args, run_id):
+    """The name of this run's checkpoint and TensorBoard folders. It must be unique: a sweep over
+    scenarios once started two runs of one config and seed in the same second, both record 1 in
+    their own folder, and they shared a checkpoint folder (one run's save removed the other's).
+    Where the record lies ([experiment/]env/task) plus its id is unique in a results folder;
+    without a record, the process id is."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if args.record:  # sacred/[<experiment>/]<env>/<task>/<name>/<id>
+        where = "_".join(args.record.split(os.sep)[1:-2])
+        return f"{args.name}_{where}_seed{args.seed}_{stamp}_{run_id}"
+    return f"{args.name}_{args.env}_seed{args.seed}_{stamp}_pid{os.getpid()}"
 
 
 def run_sequential(args, logger):

@@ -922,3 +922,22 @@ def test_an_archived_checkpoint_is_replaced_whole_or_not_at_all(tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         sweep._write_whole(str(dest), fill(400, cut_short=True))
     assert archived() == 300 and dest.exists()
+
+
+def test_runs_started_in_the_same_second_keep_their_own_checkpoints(tmp_path, monkeypatch):
+    # A sweep over scenarios starts runs of one config and seed together; each is record 1 in its
+    # own folder. They once shared one checkpoint folder, and one run's save removed the other's.
+    import run as run_module
+
+    monkeypatch.setattr(run_module.time, "strftime", lambda fmt, *a: "20260101-000000")
+    scenarios = ["simple_spread_v3", "simple_speaker_listener_v4"]
+    for scenario in scenarios:
+        extra = [f"env_args.scenario={scenario}", "save_model=True", "save_model_interval=100"]
+        assert run_main(tmp_path, "qmix", extra=extra) == 0
+    assert [os.path.basename(r) for r in sacred_runs(tmp_path)] == ["1", "1"]
+    folders = sorted(glob.glob(str(tmp_path / "models" / "*")))
+    assert len(folders) == 2
+    for folder in folders:
+        metas = [read(step, "meta.json") for step in glob.glob(os.path.join(folder, "[0-9]*"))]
+        assert len(metas) >= 3
+        assert len({m["config"]["env_args"]["scenario"] for m in metas}) == 1  # one run's only
