@@ -54,7 +54,8 @@ def make_env(kind, name, seed, heuristic):
     if kind == "skirmish_v2":
         from envs.skirmish.v2 import SkirmishV2Env
 
-        return SkirmishV2Env(**v2)
+        # the observations of SMACv2's current code, as sc2v2 gives them (scripted play reads units)
+        return SkirmishV2Env(**v2, sim_options={"enemy_obs_mode": "smacv2"})
     if kind == "sc2":
         from envs.sc2_env import StarCraft2Env, check_starcraft
 

@@ -9,11 +9,12 @@ per-loop resolution are skirmish's (env.py, sim.py). The enemies follow the 32x3
 trigger: every half game second each enemy without an order is sent after the nearest living
 agent and keeps that target until it dies.
 
-SMACv2 quirks reproduced on purpose (sim_options names the alternatives): an agent's whole
-enemy block is wiped when it lacks EPO permission for a later enemy (enemy_obs_mode "smacv2";
-"per_row" zeroes only that row, the behaviour SMACv2's published results were produced with),
-max_reward comes from the first episode's enemies, a Medivac's enemy column 0 is its heal flag,
-and the cone test's arithmetic. Unlike SMACv2, every draw comes from env_args.seed.
+SMACv2 quirks (sim_options names the alternatives): by default an agent's observation hides only
+the enemies it may not see (enemy_obs_mode "per_row", the behaviour SMACv2's published results
+were produced with); "smacv2" reproduces the current code, which wipes an agent's whole enemy
+block when it lacks EPO permission for a later enemy (smacv2#50). Kept on purpose: max_reward
+comes from the first episode's enemies, a Medivac's enemy column 0 is its heal flag, and the cone
+test's arithmetic. Unlike SMACv2, every draw comes from env_args.seed.
 """
 
 import copy
@@ -46,7 +47,7 @@ V2_DEFAULTS = dict(
     kill_unit_step_mul=2,
 )
 SIM_OPTIONS = dict(
-    enemy_obs_mode="smacv2",  # or "per_row"
+    enemy_obs_mode="per_row",  # or "smacv2": the current code's whole-block wipe (smacv2#50)
     max_reward_mode="first_episode",  # or "expected"
     hunt_tick_loops=8,  # the map trigger's period (0.5 game seconds)
     hunt_tick_phase=0,
