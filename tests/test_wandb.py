@@ -82,7 +82,7 @@ def test_offline_run_holds_the_sacred_metrics(tmp_path):
     for key in ("test_return_mean", "loss", "epsilon"):
         assert [row["t_env"] for row in rows if key in row] == metrics[key]["steps"], key
         assert [row[key] for row in rows if key in row] == pytest.approx(metrics[key]["values"]), key
-    assert run.run_group == "wb" and run.display_name.startswith("iql_mpe_seed1_")
+    assert run.run_group == "wb" and run.display_name.startswith("iql_wb_mpe_simple_spread_v3_seed1_")
     config = {u.key: json.loads(u.value_json) for u in run.config.update}
     assert config["name"] == "iql" and config["agent"] == "mlp" and config["env_args"]["scenario"]
 
