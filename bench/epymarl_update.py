@@ -205,27 +205,15 @@ def main():
     theirs, their_batch = epymarl_learner(a.epymarl, a.config, env_info, a.seed)
 
     sys.path.insert(0, os.path.join(ROOT, "src"))
+    from assembly import build
     from components.episode_buffer import EpisodeBatch
     from components.transforms import OneHot
-    from controllers import REGISTRY as mac_registry
-    from learners import REGISTRY as learner_registry
     from utils.logger import Logger, get_console_logger
 
-    cfg.update(
-        n_agents=env_info["n_agents"],
-        n_actions=env_info["n_actions"],
-        state_shape=env_info["state_shape"],
-        obs_shape=env_info["obs_shape"],
-        episode_limit=env_info["episode_limit"],
-        device="cpu",
-        unique_token="bench",
-        learner_log_interval=10**12,
-    )
+    cfg.update(device="cpu", unique_token="bench", learner_log_interval=10**12)
     args = SimpleNamespace(**cfg)
-    ours_batch, groups = _batches(EpisodeBatch, OneHot, env_info)
-    scheme = ours_batch(1).scheme
-    mac = mac_registry[args.mac](scheme, groups, args)
-    ours = learner_registry[args.learner](mac, scheme, Logger(get_console_logger()), args)
+    ours = build(args, Logger(get_console_logger()), env_info=env_info, buffer=False).learner
+    ours_batch, _ = _batches(EpisodeBatch, OneHot, env_info)
     copy_weights(theirs, ours)
     print(
         f"{a.config}, start: largest |ours - EPyMARL| agent, critic, target critic "

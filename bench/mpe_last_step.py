@@ -29,12 +29,8 @@ def main():
     p.add_argument("overrides", nargs="*")
     a = p.parse_intermixed_args()
 
-    from components.episode_buffer import EpisodeBatch
+    from assembly import build
     from config import load_config
-    from controllers import REGISTRY as mac_REGISTRY
-    from learners import REGISTRY as le_REGISTRY
-    from run import build_scheme
-    from runners import REGISTRY as r_REGISTRY
     from utils.checkpoint import find_checkpoint, load_checkpoint
     from utils.logger import Logger, get_console_logger
 
@@ -43,19 +39,8 @@ def main():
     argv = [f"--config={a.config}", "--env-config=mpe", "with", "seed=0", "runner=vector", *a.overrides]
     args = SimpleNamespace(**load_config(argv))
     args.device, args.unique_token = "cpu", "bench"
-    runner = r_REGISTRY[args.runner](args=args, logger=Logger(get_console_logger()))
-    info = runner.get_env_info()
-    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
-        setattr(args, k, info[k])
-    args.obs_entities, args.action_entities = info.get("obs_entities"), info.get("action_entities")
-    args.action_space = info.get("action_space", "discrete")
-    if args.action_space == "continuous":
-        args.action_low, args.action_high = info["action_low"], info["action_high"]
-    scheme, groups, preprocess = build_scheme(args, info)
-    full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
-    mac = mac_REGISTRY[args.mac](full_scheme, groups, args)
-    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-    learner = le_REGISTRY[args.learner](mac, full_scheme, runner.logger, args)
+    parts = build(args, Logger(get_console_logger()), buffer=False)
+    runner, learner = parts.runner, parts.learner
     load_checkpoint(find_checkpoint(a.checkpoint), learner, "cpu")
 
     full, cut = [], []

@@ -40,12 +40,8 @@ def raw_env_rate(steps, seed=0):
 def build(overrides, config="qmix", env_config="mpe", device="cpu"):
     from types import SimpleNamespace
 
-    from components.episode_buffer import ReplayBuffer
+    from assembly import build as assemble
     from config import load_config
-    from controllers import REGISTRY as mac_REGISTRY
-    from learners import REGISTRY as le_REGISTRY
-    from run import apply_env_info, build_scheme
-    from runners import REGISTRY as r_REGISTRY
     from utils.logger import Logger, get_console_logger
 
     cfg = load_config([f"--config={config}", f"--env-config={env_config}", "with", "seed=0", *overrides])
@@ -54,17 +50,8 @@ def build(overrides, config="qmix", env_config="mpe", device="cpu"):
     args.device, args.unique_token = device, "bench"
     if "device" in args.env_args:  # envs that simulate on a device (VMAS) go with the networks
         args.env_args["device"] = device
-    logger = Logger(get_console_logger())
-    runner = r_REGISTRY[args.runner](args=args, logger=logger)
-    info = runner.get_env_info()
-    apply_env_info(args, info)
-    scheme, groups, preprocess = build_scheme(args, info)
-    buffer = ReplayBuffer(scheme, groups, args.buffer_size, info["episode_limit"] + 1, preprocess=preprocess)
-    mac = mac_REGISTRY[args.mac](buffer.scheme, groups, args)
-    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-    learner = le_REGISTRY[args.learner](mac, buffer.scheme, logger, args)
-    learner.to(device)
-    return args, runner, buffer, learner
+    parts = assemble(args, Logger(get_console_logger()))
+    return args, parts.runner, parts.buffer, parts.learner
 
 
 def runner_rate(overrides, episodes):

@@ -69,20 +69,20 @@ def make_batch(b, t, n, obs, state, n_actions, seed=0):
 def time_updates(config, overrides, batch, a, updates):
     from types import SimpleNamespace
 
+    from assembly import build
     from config import load_config
-    from controllers import REGISTRY as mac_REGISTRY
-    from learners import REGISTRY as le_REGISTRY
     from utils.logger import Logger, get_console_logger
 
     cfg = load_config([f"--config={config}", "--env-config=mpe", "with", "seed=0", *overrides])
     args = SimpleNamespace(**cfg)
     args.device, args.unique_token = "cpu", "bench"
-    args.n_agents, args.n_actions, args.state_shape = a.agents, a.actions, a.state
-    args.obs_shape, args.episode_limit, args.t_max = a.obs, a.steps, 2050000
-    args.action_space = "discrete"
+    args.t_max = 2050000
+    info = dict(
+        n_agents=a.agents, n_actions=a.actions, state_shape=a.state, obs_shape=a.obs, episode_limit=a.steps
+    )
     torch.manual_seed(0)
-    mac = mac_REGISTRY[args.mac](batch.scheme, {"agents": a.agents}, args)
-    learner = le_REGISTRY[args.learner](mac, batch.scheme, Logger(get_console_logger()), args)
+    parts = build(args, Logger(get_console_logger()), env_info=info, buffer=False)
+    mac, learner = parts.mac, parts.learner
     n_params = sum(p.numel() for p in mac.parameters())
     for _ in range(3):
         learner.train(batch, 0, 0)

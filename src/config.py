@@ -163,6 +163,19 @@ def load_defaults():
     return load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
 
 
+def section_keys(sections):
+    """The top-level keys of default.yaml under the given `# --- <section> ---` headings."""
+    keys, current = [], None
+    with open(os.path.join(CONFIG_DIR, "default.yaml")) as f:
+        for line in f:
+            heading = re.match(r"# --- (.+) ---\s*$", line)
+            if heading:
+                current = heading.group(1)
+            elif current in sections and re.match(r"\w+:", line):
+                keys.append(line.split(":", 1)[0])
+    return keys
+
+
 def load_config(argv):
     """Parse the command line and return the merged, validated config dict."""
     alg_name, env_name, overrides = parse_argv(argv)

@@ -1,4 +1,4 @@
-"""Builds env info, scheme, buffer, controller and learner from the config; the training loop."""
+"""A run from Sacred: seeds, logging, the parts from assembly.build, and the training loop."""
 
 import gc
 import json
@@ -10,24 +10,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from components.episode_buffer import EpisodeBatch, ReplayBuffer
-from components.transforms import OneHot
-from controllers import REGISTRY as mac_REGISTRY
-from learners import REGISTRY as le_REGISTRY
-from runners import REGISTRY as r_REGISTRY
+from assembly import build, env_info_summary, resolve_device
+from components.episode_buffer import EpisodeBatch
 from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, save_checkpoint
-from utils.errors import ConfigError
 from utils.logger import Logger, Progress, get_console_logger
 from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
 from utils.values import config_changes, describe_changes, plain_config
-
-
-def resolve_device(name):
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but no CUDA device is available; valid choices here: cpu, auto")
-    return name
 
 
 def set_seeds(seed):
@@ -83,45 +71,6 @@ def run(_run, config, console=None):
         logger.close(failed=failed)
 
 
-def build_scheme(args, env_info):
-    n_agents = env_info["n_agents"]
-    continuous = env_info.get("action_space", "discrete") == "continuous"
-    scheme = {
-        "state": {"vshape": env_info["state_shape"]},
-        "obs": {"vshape": env_info["obs_shape"], "group": "agents"},
-        "avail_actions": {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": torch.uint8},
-        "reward": {"vshape": (1,) if args.common_reward else (n_agents,)},
-        "terminated": {"vshape": (1,), "dtype": torch.uint8},
-        "indi_terminated": {"vshape": (n_agents,), "dtype": torch.uint8},
-    }
-    if continuous:
-        scheme["actions"] = {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": torch.float32}
-        preprocess = {}
-    else:
-        scheme["actions"] = {"vshape": (1,), "group": "agents", "dtype": torch.long}
-        preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=env_info["n_actions"])])}
-    if getattr(args, "policy_ensemble", 1) > 1:  # which sub-policy each agent played the episode with
-        scheme["policy_index"] = {
-            "vshape": (1,),
-            "group": "agents",
-            "dtype": torch.long,
-            "episode_const": True,
-        }
-    return scheme, {"agents": n_agents}, preprocess
-
-
-def apply_env_info(args, env_info):
-    """The env's sizes, action space and bounds into args, where the controller and learner look."""
-    for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
-        setattr(args, k, env_info[k])
-    # Entity layout of observations and entity-targeted actions, for entity-aware agents.
-    args.obs_entities = env_info.get("obs_entities")
-    args.action_entities = env_info.get("action_entities")
-    args.action_space = env_info.get("action_space", "discrete")
-    if args.action_space == "continuous":
-        args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
-
-
 def run_token(args, run_id):
     """The name of this run's checkpoint and TensorBoard folders. It must be unique: a sweep over
     scenarios once started two runs of one config and seed in the same second, both record 1 in
@@ -137,45 +86,14 @@ def run_token(args, run_id):
 
 def run_sequential(args, logger):
     console = logger.console_logger
-    runner = r_REGISTRY[args.runner](args=args, logger=logger)
+    parts = build(args, logger)
+    runner, buffer, learner = parts.runner, parts.buffer, parts.learner
     try:
-        env_info = runner.get_env_info()
-        apply_env_info(args, env_info)
-        if args.action_space not in le_REGISTRY[args.learner].action_spaces:
-            raise ConfigError(
-                f"learner={args.learner} learns {' and '.join(le_REGISTRY[args.learner].action_spaces)} "
-                f"actions, but this env's are {args.action_space}"
-            )
-        scheme, groups, preprocess = build_scheme(args, env_info)
         if args.team_checkpoints:  # cross-play: each team acts with its own checkpoint's controller
-            from controllers.team_controller import build_team_mac
-
-            full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
-            runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=None)
-            runner.mac = build_team_mac(args, env_info, full_scheme, groups, logger)
             evaluate_sequential(args, runner, logger)
             return {"t_env": runner.t_env}
-        if le_REGISTRY[args.learner].on_policy:  # trains on the episodes just played: no replay
-            buffer = None
-            full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
-        else:
-            check_buffer_memory(args, scheme, groups, env_info["episode_limit"] + 1)
-            buffer_device = "cpu" if args.buffer_cpu_only else args.device
-            buffer = ReplayBuffer(
-                scheme,
-                groups,
-                args.buffer_size,
-                env_info["episode_limit"] + 1,
-                preprocess=preprocess,
-                device=buffer_device,
-            )
-            full_scheme = buffer.scheme
-        mac = mac_REGISTRY[args.mac](full_scheme, groups, args)
-        runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-        learner = le_REGISTRY[args.learner](mac, full_scheme, logger, args)
-        learner.to(args.device)
         console.info(
-            f"env {args.env} {env_info_summary(env_info)}; device {args.device}; "
+            f"env {args.env} {env_info_summary(parts.env_info)}; device {args.device}; "
             f"run token {args.unique_token}"
         )
 
@@ -257,60 +175,6 @@ def read_metrics(record):
     except (OSError, ValueError):
         return None
     return metrics if isinstance(metrics, dict) else None
-
-
-def check_buffer_memory(args, scheme, groups, max_seq_length):
-    """Refuse a replay buffer that cannot fit in this machine's memory (it is allocated up front,
-    so the run would be killed by the OS instead)."""
-    per_step = 0
-    for field in scheme.values():
-        shape = field["vshape"]
-        n = int(np.prod(shape if isinstance(shape, (tuple, list)) else (shape,)))
-        n *= groups[field["group"]] if "group" in field else 1
-        per_step += n * torch.empty((), dtype=field.get("dtype", torch.float32)).element_size()
-    if "actions_onehot" not in scheme and scheme["actions"].get("dtype") == torch.long:
-        per_step += groups["agents"] * args.n_actions * 4  # the one-hot copy
-    need = per_step * max_seq_length * args.buffer_size
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return
-    if need > 0.8 * total:
-        fit = max(1, int(0.5 * total / (per_step * max_seq_length)))
-        raise ConfigError(
-            f"buffer_size={args.buffer_size} episodes of this env need "
-            f"{need / 2**30:.1f} GiB, more than this machine's "
-            f"{total / 2**30:.1f} GiB of memory allows; use buffer_size={fit} or less"
-        )
-    available = available_memory()
-    if available is not None and need > available:
-        # The buffer's pages are taken as it fills, so this may still end well if other jobs
-        # finish first; if not, the OS kills the run (a corridor run with the default buffer
-        # needs 12 GiB: two at once on a 24 GiB machine were killed).
-        fit = max(1, int(0.8 * available / (per_step * max_seq_length)))
-        get_console_logger().warning(
-            f"the replay buffer will take {need / 2**30:.1f} GiB as it fills, but only "
-            f"{available / 2**30:.1f} GiB are available now (other jobs); buffer_size={fit} fits"
-        )
-
-
-def available_memory():
-    """Bytes of memory available to new allocations (Linux's MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def env_info_summary(info):
-    return (
-        f"(n_agents {info['n_agents']}, n_actions {info['n_actions']}, obs {info['obs_shape']}, "
-        f"state {info['state_shape']}, episode_limit {info['episode_limit']})"
-    )
 
 
 def evaluate_sequential(args, runner, logger):

@@ -27,9 +27,7 @@ def mock_env(monkeypatch):
 @pytest.fixture
 def mock_setup(mock_env):
     """Builds (args, runner, mac, scheme, groups, preprocess) on the mock env."""
-    from controllers import REGISTRY as mac_REGISTRY
-    from run import build_scheme
-    from runners import REGISTRY as r_REGISTRY
+    from assembly import build as assemble
     from utils.logger import Logger, get_console_logger
 
     made = []
@@ -40,20 +38,12 @@ def mock_setup(mock_env):
             runner=runner,
             batch_size_run=batch_size_run,
             env_workers=env_workers,
+            common_reward=env_args.get("common_reward", True),
             env_args=dict(env_args, seed=env_args.get("seed", 0)),
         )
-        r = r_REGISTRY[runner](args=args, logger=Logger(get_console_logger()))
-        made.append(r)
-        info = r.get_env_info()
-        for k in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
-            setattr(args, k, info[k])
-        args.common_reward = env_args.get("common_reward", True)
-        scheme, groups, preprocess = build_scheme(args, info)
-        mac = mac_REGISTRY["basic_mac"](
-            {**scheme, "actions_onehot": {"vshape": (info["n_actions"],), "group": "agents"}}, groups, args
-        )
-        r.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-        return args, r, mac
+        parts = assemble(args, Logger(get_console_logger()), buffer=False)
+        made.append(parts.runner)
+        return args, parts.runner, parts.mac
 
     yield build
     for r in made:

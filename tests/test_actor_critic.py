@@ -632,7 +632,7 @@ def test_std_from_the_network_scales_each_state_and_trains():
 
 
 def test_on_policy_loop_plays_batch_size_episodes_per_update(tmp_path, monkeypatch):
-    import run as run_module
+    import assembly
 
     calls = []
     original = le_REGISTRY["ppo_learner"].train
@@ -642,7 +642,7 @@ def test_on_policy_loop_plays_batch_size_episodes_per_update(tmp_path, monkeypat
         return original(self, batch, t_env, episode)
 
     monkeypatch.setattr(le_REGISTRY["ppo_learner"], "train", counting)
-    monkeypatch.setattr(run_module, "ReplayBuffer", None)  # none may be built
+    monkeypatch.setattr(assembly, "ReplayBuffer", None)  # none may be built
     argv = ["runner=parallel", "batch_size_run=2", "batch_size=4", "t_max=200", "env_args.max_cycles=10"]
     assert run_main(tmp_path, alg="ippo", extra=argv) == 0
     assert calls and all(size == 4 for size, _ in calls)

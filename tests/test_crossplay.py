@@ -127,7 +127,7 @@ def crossplay_argv(tmp, good, adversary, *extra):
 
 def test_crossplay_loads_each_team_from_its_own_checkpoint(checkpoints, monkeypatch):
     tmp, maddpg_dir, iql_dir = checkpoints
-    import controllers.team_controller as tc
+    import assembly as tc
 
     built = {}
     real = tc.build_team_mac

@@ -241,9 +241,9 @@ def test_train_interval_steps_sets_the_update_cadence(steps, interval, ready_aft
 def test_buffer_larger_than_the_available_memory_is_warned_about(tmp_path, monkeypatch, caplog):
     import logging
 
-    import run
+    import assembly
 
-    monkeypatch.setattr(run, "available_memory", lambda: 1024)
+    monkeypatch.setattr(assembly, "available_memory", lambda: 1024)
     with caplog.at_level(logging.WARNING, logger="marl"):
         logger = logging.getLogger("marl")
         logger.propagate = True  # let caplog see the console logger's records

@@ -11,11 +11,9 @@ import torch
 
 import helpers
 import main
+from assembly import build
 from controllers import REGISTRY as mac_REGISTRY
 from helpers import make_args
-from learners.maddpg_learner import MADDPGLearner
-from run import apply_env_info, build_scheme
-from runners import REGISTRY as r_REGISTRY
 from utils.errors import ConfigError
 from utils.logger import Logger, get_console_logger
 from utils.rl_utils import gumbel_softmax_st
@@ -61,16 +59,8 @@ def maddpg_setup(scenario="simple_spread_v3", continuous=False, common_reward=Tr
     )
     args = make_args(**{**MADDPG, **overrides}, env="mpe", env_args=env_args, common_reward=common_reward)
     logger = RecordingLogger()
-    runner = r_REGISTRY["episode"](args=args, logger=logger)
-    info = runner.get_env_info()
-    apply_env_info(args, info)
-    scheme, groups, preprocess = build_scheme(args, info)
-    full_scheme = dict(scheme)
-    if not continuous:
-        full_scheme["actions_onehot"] = {"vshape": (info["n_actions"],), "group": "agents"}
-    mac = mac_REGISTRY["maddpg_mac"](full_scheme, groups, args)
-    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-    learner = MADDPGLearner(mac, full_scheme, logger, args)
+    parts = build(args, logger, buffer=False)
+    runner, mac, learner, info = parts.runner, parts.mac, parts.learner, parts.env_info
     return args, runner, mac, learner, info
 
 

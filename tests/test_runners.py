@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from runners.parallel_runner import EnvWorkerError, env_seed
+from runners.parallel_runner import EnvWorkerError
+from utils.seeding import env_seed
 
 
 def lengths(k, ep_len=5):
@@ -154,9 +155,9 @@ def test_vector_runner_equals_parallel_runner(mock_setup, env_workers):
 def _batch_env_runner(monkeypatch, lengths, common_reward=True):
     """A vector runner of 4 copies of the batched mock env, with a basic controller."""
     import runners.vector_runner as vector_runner
+    from assembly import build_scheme
     from controllers import REGISTRY as mac_REGISTRY
     from helpers import MockBatchEnv, make_args
-    from run import build_scheme
     from utils.logger import Logger, get_console_logger
 
     monkeypatch.setattr(vector_runner, "batched", lambda env, env_args, numpy_mpe=True: MockBatchEnv)

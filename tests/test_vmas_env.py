@@ -146,7 +146,7 @@ class _RandomMAC:
 
 
 def test_vector_runner_batch_equals_stepping_the_batched_env_by_hand():
-    from run import build_scheme
+    from assembly import build_scheme
 
     env_args = {"scenario": "navigation", "max_steps": 5, "seed": 7, "n_agents": 3, "common_reward": False}
     args = make_args(env="vmas", env_args=env_args, runner="vector", batch_size_run=4, common_reward=False)
@@ -215,27 +215,17 @@ def _vmas_runner(config, overrides, mac=None, device="cpu"):
     """A vector runner on VMAS with `config`'s controller (or `mac`), built as run.py builds one."""
     from types import SimpleNamespace
 
+    from assembly import build
     from config import load_config
-    from controllers import REGISTRY as mac_REGISTRY
-    from run import apply_env_info, build_scheme
 
     cfg = load_config([f"--config={config}", "--env-config=vmas", "with", "runner=vector", *overrides])
     args = SimpleNamespace(**cfg)
     args.device, args.unique_token = device, "test"
     args.env_args = {**args.env_args, "device": device}
-    runner = r_REGISTRY["vector"](args=args, logger=Logger(get_console_logger()))
-    info = runner.get_env_info()
-    apply_env_info(args, info)
-    scheme, groups, preprocess = build_scheme(args, info)
-    if mac is None:
-        from components.episode_buffer import EpisodeBatch
-
-        mac = mac_REGISTRY[args.mac](
-            EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme, groups, args
-        )
-        mac.to(device)
-    runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-    return runner
+    parts = build(args, Logger(get_console_logger()), buffer=False)
+    if mac is not None:
+        parts.runner.mac = mac
+    return parts.runner
 
 
 def test_vector_runner_keeps_vmas_on_its_device_and_writes_what_the_step_path_writes():

@@ -12,19 +12,20 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from envs.multiagentenv import team_reward
+from utils.seeding import env_seed
 
 DT, DAMPING, CONTACT_FORCE, CONTACT_MARGIN = 0.1, 0.25, 1e2, 1e-3
 AGENT_SIZE, SENSITIVITY = 0.15, 5.0
 # env_args that keep the scenario's defaults for the fast path to apply
-FIXED = dict(
-    render_mode=None,
-    dynamic_rescaling=True,
-    benchmark_data=False,
-    curriculum=False,
-    terminate_on_success=False,
-    num_agent_neighbors=None,
-    num_landmark_neighbors=None,
-)
+FIXED = {
+    "render_mode": None,
+    "dynamic_rescaling": True,
+    "benchmark_data": False,
+    "curriculum": False,
+    "terminate_on_success": False,
+    "num_agent_neighbors": None,
+    "num_landmark_neighbors": None,
+}
 OWN_KEYS = {"scenario", "key", "N", "local_ratio", "max_cycles", "continuous_actions", "seed"}
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 
@@ -47,7 +48,6 @@ class SimpleSpreadBatch:
 
     def __init__(self, num_envs, **env_args):
         from envs.pettingzoo_env import PettingZooEnv
-        from runners.parallel_runner import env_seed
 
         one = PettingZooEnv(**env_args)  # the reference's sizes, spaces and env_info
         self._info = one.get_env_info()

@@ -13,6 +13,7 @@ import numpy as np
 from envs import REGISTRY as env_REGISTRY
 from runners.base import RunnerBase, env_data
 from utils.processes import signal_on_parent_death
+from utils.seeding import env_seed
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -118,16 +119,6 @@ def worker_count(args):
     than cores only add switches and pipe traffic."""
     n, w = args.batch_size_run, args.env_workers
     return min(n, usable_cores()) if w is None else w
-
-
-def env_seed(seed, i):
-    """Env i's seed in a run seeded `seed`: the run's own for env 0 (as the episode runner), one
-    drawn from (seed, i) for the others. PyMARL's seed + i gives runs with neighbouring seeds
-    nearly the same envs (runs 1 and 2 of 10 envs would share 9), so their tests would not be
-    independent samples."""
-    if i == 0:
-        return seed
-    return int(np.random.SeedSequence([seed, i]).generate_state(1)[0]) % 2**31
 
 
 def env_args_for(args, i):
