@@ -11,7 +11,8 @@ import pytest
 from config import available
 from envs.skirmish import distributions as dist
 from envs.skirmish import sim
-from envs.skirmish.v2 import SkirmishV2Env, validate_env_args
+from envs.skirmish.args import validate_v2_env_args as validate_env_args
+from envs.skirmish.v2 import SkirmishV2Env
 from utils.errors import ConfigError
 
 STANDARD = dict(use_unit_ranges=True, obs_own_pos=True)

@@ -1,115 +1,34 @@
 """Environments by name. Constructors import their simulators lazily."""
 
+import importlib
+
 from utils.registry import Registry
 
 
-def _pettingzoo(**env_args):
-    from envs.pettingzoo_env import PettingZooEnv
+class _Lazy:
+    """The object at a dotted path, imported on first use: an env's simulator loads only when it
+    is asked for."""
 
-    return PettingZooEnv(**env_args)
+    def __init__(self, path):
+        self.module, _, self.name = path.rpartition(".")
 
-
-def _validate_pettingzoo(env_args):
-    from envs.pettingzoo_env import validate_env_args
-
-    validate_env_args(env_args)
-
-
-def _skirmish(**env_args):
-    from envs.skirmish.env import SkirmishEnv
-
-    return SkirmishEnv(**env_args)
+    def __call__(self, *args, **kwargs):
+        return getattr(importlib.import_module(self.module), self.name)(*args, **kwargs)
 
 
-def _validate_skirmish(env_args):
-    from envs.skirmish.env import validate_env_args
-
-    validate_env_args(env_args)
-
-
-def _skirmish_v2(**env_args):
-    from envs.skirmish.v2 import SkirmishV2Env
-
-    return SkirmishV2Env(**env_args)
-
-
-def _validate_skirmish_v2(env_args):
-    from envs.skirmish.v2 import validate_env_args
-
-    validate_env_args(env_args)
-
-
-def _gymma(**env_args):
-    from envs.gymma_env import GymmaEnv
-
-    return GymmaEnv(**env_args)
-
-
-def _validate_gymma(env_args):
-    from envs.gymma_env import validate_env_args
-
-    validate_env_args(env_args)
-
-
-def _vmas(**env_args):
-    from envs.vmas_env import VMASEnv
-
-    return VMASEnv(**env_args)
-
-
-def _validate_vmas(env_args):
-    from envs.vmas_env import validate_env_args
-
-    validate_env_args(env_args)
-
-
-def _sc2(**env_args):
-    from envs.sc2_env import StarCraft2Env
-
-    return StarCraft2Env(**env_args)
-
-
-def _validate_sc2(env_args):
-    from envs.sc2_env import validate_env_args
-
-    validate_env_args(env_args)
-
-
-def _sc2v2(**env_args):
-    from envs.smacv2_env import SMACv2Env
-
-    return SMACv2Env(**env_args)
-
-
-def _validate_sc2v2(env_args):
-    from envs.smacv2_env import validate_env_args
-
-    validate_env_args(env_args)
-
-
-REGISTRY = Registry(
-    "env",
-    {
-        "mpe": _pettingzoo,
-        "pettingzoo": _pettingzoo,
-        "skirmish": _skirmish,
-        "skirmish_v2": _skirmish_v2,
-        "sc2": _sc2,
-        "sc2v2": _sc2v2,
-        "gymma": _gymma,
-        "vmas": _vmas,
-    },
-)
-VALIDATORS = {
-    "mpe": _validate_pettingzoo,
-    "pettingzoo": _validate_pettingzoo,
-    "skirmish": _validate_skirmish,
-    "skirmish_v2": _validate_skirmish_v2,
-    "sc2": _validate_sc2,
-    "sc2v2": _validate_sc2v2,
-    "gymma": _validate_gymma,
-    "vmas": _validate_vmas,
+# env name -> (constructor, validator of env_args)
+_ENVS = {
+    "mpe": ("envs.pettingzoo_env.PettingZooEnv", "envs.pettingzoo_env.validate_env_args"),
+    "pettingzoo": ("envs.pettingzoo_env.PettingZooEnv", "envs.pettingzoo_env.validate_env_args"),
+    "skirmish": ("envs.skirmish.env.SkirmishEnv", "envs.skirmish.args.validate_env_args"),
+    "skirmish_v2": ("envs.skirmish.v2.SkirmishV2Env", "envs.skirmish.args.validate_v2_env_args"),
+    "sc2": ("envs.sc2_env.StarCraft2Env", "envs.sc2_env.validate_env_args"),
+    "sc2v2": ("envs.smacv2_env.SMACv2Env", "envs.smacv2_env.validate_env_args"),
+    "gymma": ("envs.gymma_env.GymmaEnv", "envs.gymma_env.validate_env_args"),
+    "vmas": ("envs.vmas_env.VMASEnv", "envs.vmas_env.validate_env_args"),
 }
+REGISTRY = Registry("env", {env: _Lazy(make) for env, (make, _) in _ENVS.items()})
+VALIDATORS = {env: _Lazy(check) for env, (_, check) in _ENVS.items()}
 
 
 def batched(env, env_args, numpy_mpe=True):
@@ -118,7 +37,7 @@ def batched(env, env_args, numpy_mpe=True):
     MPE's simple_spread_v3 through its NumPy port (envs/mpe_batch.py, the same numbers as mpe2)
     unless numpy_mpe is False."""
     if env == "vmas":
-        return _vmas
+        return REGISTRY["vmas"]
     if env in ("mpe", "pettingzoo") and numpy_mpe:
         from envs import mpe_batch
 

@@ -46,6 +46,31 @@ def smac_entities(move, enemies, allies, own, first_action):
     }
 
 
+# What every env implements: method -> what it takes and returns
+REQUIRED = {
+    "step": "step(actions), one action per agent -> (reward, terminated, info)",
+    "get_obs": "the list of n_agents observations, all of obs_shape",
+    "get_obs_size": "obs_shape, the length of one agent's observation",
+    "get_state": "the global state, a vector of state_shape",
+    "get_state_size": "state_shape, the length of the state",
+    "get_avail_actions": "n_agents lists of n_actions 0/1 flags: the actions each agent may take now",
+    "get_total_actions": "n_actions, the size of every agent's action set (or of its action vector)",
+    "get_indi_terminated": "one 0/1 flag per agent: 1 from the step the agent is dead or done",
+    "reset": "starts an episode -> (obs, state)",
+    "render": "an RGB frame of the env now",
+    "seed": "seed(seed=None): the env's seed; with a seed, its random numbers start over from it",
+}
+
+
+def _required(name, doc):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}.{name}: {doc}")
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = doc
+    return method
+
+
 class MultiAgentEnv:
     """The PyMARL environment contract, plus per-agent termination flags.
 
@@ -57,50 +82,14 @@ class MultiAgentEnv:
     n_agents: int
     episode_limit: int
 
-    def step(self, actions):
-        raise NotImplementedError
-
-    def get_obs(self):
-        """List of n_agents observations, all of obs_shape."""
-        raise NotImplementedError
-
     def get_obs_agent(self, agent_id):
         return self.get_obs()[agent_id]
-
-    def get_obs_size(self):
-        raise NotImplementedError
-
-    def get_state(self):
-        raise NotImplementedError
-
-    def get_state_size(self):
-        raise NotImplementedError
-
-    def get_avail_actions(self):
-        raise NotImplementedError
 
     def get_avail_agent_actions(self, agent_id):
         return self.get_avail_actions()[agent_id]
 
-    def get_total_actions(self):
-        raise NotImplementedError
-
-    def get_indi_terminated(self):
-        """One 0/1 flag per agent: 1 from the step the agent is dead or done."""
-        raise NotImplementedError
-
-    def reset(self):
-        """Starts an episode; returns (obs, state)."""
-        raise NotImplementedError
-
-    def render(self):
-        raise NotImplementedError
-
     def close(self):
         pass
-
-    def seed(self, seed=None):
-        raise NotImplementedError
 
     def save_replay(self):
         pass
@@ -148,3 +137,7 @@ class PerAgentSpacesEnv(MultiAgentEnv):
         if self.continuous:
             info.update(action_space="continuous", action_low=self.action_low, action_high=self.action_high)
         return info
+
+
+for _name, _doc in REQUIRED.items():
+    setattr(MultiAgentEnv, _name, _required(_name, _doc))

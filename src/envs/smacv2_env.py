@@ -13,7 +13,7 @@ import numpy as np
 
 from envs.sc2_env import check_starcraft, sc2_path, wrapped_entities
 from envs.skirmish import distributions as dist
-from envs.skirmish.v2 import expand, plain
+from envs.skirmish.args import expand, plain
 from utils.errors import ConfigError
 
 INSTALL = (

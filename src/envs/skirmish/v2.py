@@ -17,44 +17,23 @@ comes from the first episode's enemies, a Medivac's enemy column 0 is its heal f
 test's arithmetic. Unlike SMACv2, every draw comes from env_args.seed.
 """
 
-import copy
 import math
-from collections.abc import Mapping
 
 import numpy as np
 
 from envs.skirmish import distributions as dist
 from envs.skirmish import sim, spawn, terrain
-from envs.skirmish.api import _Units
-from envs.skirmish.args import SIM_DEFAULTS, SMAC_DEFAULTS, WRAPPER_KEYS
+from envs.skirmish.args import (
+    SIM_OPTIONS,
+    SMAC_DEFAULTS,
+    V2_DEFAULTS,
+    WRAPPER_KEYS,
+    expand,
+    validate_v2_env_args,
+)
 from envs.skirmish.env import ALLY_TYPE_BASE, HYDRALISK_RL_HP, MEDIVAC_RL_SPEED, SkirmishEnv
 from envs.skirmish.maps import LOOPS, UNITS
-from utils.errors import ConfigError
-from utils.registry import unknown_name_message
-from utils.values import coerce
 
-V2_DEFAULTS = dict(
-    capability_config={},
-    use_unit_ranges=False,
-    min_attack_range=2,
-    obs_own_pos=False,
-    conic_fov=False,
-    num_fov_actions=12,
-    prob_obs_enemy=1.0,
-    action_mask=True,
-    obs_starcraft=True,
-    fully_observable=False,
-    kill_unit_step_mul=2,
-)
-SIM_OPTIONS = dict(
-    enemy_obs_mode="per_row",  # or "smacv2": the current code's whole-block wipe (smacv2#50)
-    max_reward_mode="first_episode",  # or "expected"
-    hunt_tick_loops=8,  # the map trigger's period (0.5 game seconds)
-    hunt_tick_phase=0,
-    reset_preroll_loops=1,  # SMACv2 observes one loop after creating the units
-    terrain_height_value=0.5,
-)
-FRAMEWORK_KEYS = {"scenario", "sim_options"}
 SIGHT = {
     "stalker": 10,
     "zealot": 9,
@@ -72,108 +51,18 @@ SHIELD_MAX = {"stalker": 80.0, "zealot": 50.0, "colossus": 150.0}
 AGENT_START, ENEMY_START = (8.0, 16.0), (24.0, 16.0)  # without start_positions
 
 
-def expand(env_args):
-    """env_args with `scenario` replaced by its map_name and capability_config."""
-    args = copy.deepcopy(plain(env_args))
-    name = args.pop("scenario", None)
-    if name is None:
-        return args
-    if args.get("capability_config"):
-        raise ConfigError(
-            "env_args.scenario and env_args.capability_config exclude each other: set one of them"
-        )
-    overrides, cap = dist.scenario(name)
-    args.update(overrides)
-    args["capability_config"] = cap
-    return args
-
-
-def plain(value):
-    """Sacred's read-only containers as plain dicts and lists."""
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
-
-
-def validate_env_args(env_args):
-    args = expand(env_args)
-    name = args.get("map_name", "10gen_protoss")
-    if name not in dist.MAP_RACE:
-        raise ConfigError(
-            unknown_name_message(
-                "env_args.map_name for skirmish_v2",
-                name,
-                sorted(dist.MAP_RACE),
-                where="or set env_args.scenario",
-            )
-        )
-    known = {**SMAC_DEFAULTS, **SIM_DEFAULTS, **V2_DEFAULTS}
-    for k in args:
-        if k not in known and k not in WRAPPER_KEYS and k not in FRAMEWORK_KEYS:
-            raise ConfigError(
-                unknown_name_message("env_args key for skirmish_v2", k, sorted(set(known) | FRAMEWORK_KEYS))
-            )
-    for k, v in (args.get("sim_options") or {}).items():
-        if k not in SIM_OPTIONS:
-            raise ConfigError(unknown_name_message("env_args.sim_options key", k, sorted(SIM_OPTIONS)))
-        if k == "enemy_obs_mode" and v not in ("smacv2", "per_row"):
-            raise ConfigError(
-                unknown_name_message("env_args.sim_options.enemy_obs_mode", v, ["smacv2", "per_row"])
-            )
-        if k == "max_reward_mode" and v not in ("first_episode", "expected"):
-            raise ConfigError(
-                unknown_name_message("env_args.sim_options.max_reward_mode", v, ["first_episode", "expected"])
-            )
-    if args.get("obs_instead_of_state"):
-        raise ConfigError("env_args.obs_instead_of_state=True is not supported by SMACv2; set it to False")
-    step_mul = args.get("step_mul", 8)
-    if isinstance(step_mul, bool) or not isinstance(step_mul, int) or step_mul < 1:
-        raise ConfigError(f"env_args.step_mul={step_mul!r} must be a positive integer (game loops per step)")
-    for k, default in {**SMAC_DEFAULTS, **V2_DEFAULTS}.items():
-        if k in args and default is not None and not isinstance(default, dict) and k != "step_mul":
-            coerce(f"env_args.{k}", args[k], default if isinstance(default, (bool, str)) else 0.0)
-    if not 0.0 <= float(args.get("prob_obs_enemy", 1.0)) <= 1.0:
-        raise ConfigError(f"env_args.prob_obs_enemy={args['prob_obs_enemy']!r} must be a probability")
-    if int(args.get("num_fov_actions", 12)) < 1:
-        raise ConfigError(f"env_args.num_fov_actions={args['num_fov_actions']!r} must be positive")
-    cap = args.get("capability_config") or {}
-    if not cap:
-        raise ConfigError(
-            "skirmish_v2 needs env_args.scenario (e.g. protoss_5_vs_5) or env_args.capability_config"
-        )
-    dist.validate(cap, dist.MAP_RACE[name])
-    kill = args.get("kill_unit_step_mul", 2)
-    if "health" in cap and not kill < step_mul:
-        raise ConfigError(f"env_args.kill_unit_step_mul={kill!r} must be less than step_mul={step_mul}")
-    if "health" in cap and not args.get("reward_only_positive", True):
-        raise ConfigError("the health capability needs env_args.reward_only_positive=True (as in SMACv2)")
-    if not args.get("obs_starcraft", True) and not args.get("obs_timestep_number", False):
-        raise ConfigError(
-            "env_args.obs_starcraft=False leaves only the time step: set obs_timestep_number=True"
-        )
-    seed = args.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ConfigError(f"env_args.seed={seed!r} must be a non-negative integer or null")
-    if not args.get("common_reward", True):
-        raise ConfigError("skirmish_v2 gives one team reward (as SMACv2 does): set common_reward=True")
-
-
 class SkirmishV2Env(SkirmishEnv):
     _clip_reward = True  # SMACv2: reward_only_positive clips at 0
 
-    def __init__(self, **kwargs):
-        validate_env_args(kwargs)
-        args = {k: v for k, v in expand(kwargs).items() if k not in WRAPPER_KEYS}
-        for k, v in {**SMAC_DEFAULTS, **V2_DEFAULTS}.items():
-            setattr(self, "_seed" if k == "seed" else k, args.get(k, v))
+    DEFAULTS = {**SMAC_DEFAULTS, **V2_DEFAULTS}
+
+    def _arguments(self, kwargs):
+        validate_v2_env_args(kwargs)
+        return {k: v for k, v in expand(kwargs).items() if k not in WRAPPER_KEYS}
+
+    def _set_up_battle(self, args):
+        """32x32_flat, the teams' sizes and action layout; the units are drawn at every reset."""
         self.sim_options = {**SIM_OPTIONS, **(args.get("sim_options") or {})}
-        self.attack_jitter = bool(args.get("attack_jitter", SIM_DEFAULTS["attack_jitter"]))
-        self.builtin_agents = bool(args.get("builtin_agents", SIM_DEFAULTS["builtin_agents"]))
-        self._move_amount = self.move_amount
-        if self.obs_all_health:
-            self.obs_own_health = True
         cap = self.capability_config
         race = dist.MAP_RACE[self.map_name]
         self.race = race
@@ -182,28 +71,34 @@ class SkirmishV2Env(SkirmishEnv):
         self.grid = self.pathing_grid = terrain.grid("L2")  # 32x32_flat: every cell pathable
         self.terrain_height = np.full((32, 32), float(self.sim_options["terrain_height_value"]))
         self._fields = None
-        self.map_x = self.map_y = self.max_distance_x = self.max_distance_y = 32
-        self.n_agents, self.n_enemies = cap["n_units"], cap["n_enemies"]
+        self._set_teams(cap["n_units"], cap["n_enemies"])
         na, ne = self.n_agents, self.n_enemies
-        self.n = na + ne
         self.n_fov_actions = self.num_fov_actions if self.conic_fov else 0
         self.n_actions_no_attack = 6 + self.n_fov_actions
-        self.n_actions_move = 4
-        self.n_obs_pathing, self.n_obs_height = 8, 9
         self.is_terran = self.map_type == "terran_gen"
         self.n_actions = self.n_actions_no_attack + (na if self.is_terran and na > ne else ne)
         self.unit_type_bits = 3
         self.shield_bits_ally = self.shield_bits_enemy = int(race == "protoss")
         self.is_mmm = False
         self.attack_cap, self.health_cap = "attack" in cap, "health" in cap
+        self._rows = np.arange(na)[:, None]
+        self._modes = np.array([sim.HUNT, sim.HUNT], dtype=np.int64)
+        self._goals = np.full((2, 2), 16.0)
+        self._goal_segment = None
+        self._preroll = int(self.sim_options["reset_preroll_loops"])
+        self._seed_streams(self._seed)
+        self.max_reward = None
+
+    def _set_up_encoding(self):
+        """SMACv2's observation and state sizes and feature names."""
+        na, ne, sb = self.n_agents, self.n_enemies, self.shield_bits_ally
         self.capability_attr_names = (
             (["attack_probability"] if self.attack_cap else [])
             + (["total_health"] if self.health_cap else [])
             + [f"type_{i}" for i in range(3)]
         )
         self._cap_size = 3 + self.attack_cap + self.health_cap
-        self.team_observe = bool(cap["team_gen"]["observe"])
-        sb = self.shield_bits_ally
+        self.team_observe = bool(self.capability_config["team_gen"]["observe"])
         self.nf_en = 4 + 3 + (1 + sb) * self.obs_all_health
         self.nf_al = (
             4 + (1 + sb) * self.obs_all_health + self._cap_size + self.n_actions * self.obs_last_action
@@ -229,26 +124,6 @@ class SkirmishV2Env(SkirmishEnv):
         self.enemy_state_attr_names = (
             ["health", "rel_x", "rel_y"] + ["shield"] * sb + [f"type_{i}" for i in range(3)]
         )
-        self.team = np.array([0] * na + [1] * ne)
-        self._others = np.array(
-            [[j for j in range(na) if j != i] for i in range(na)], dtype=np.int64
-        ).reshape(na, na - 1)
-        self._rows = np.arange(na)[:, None]
-        self._probe_dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float64)[None]
-        self._modes = np.array([sim.HUNT, sim.HUNT], dtype=np.int64)
-        self._goals = np.full((2, 2), 16.0)
-        self._goal_segment = None
-        self._preroll = int(self.sim_options["reset_preroll_loops"])
-        self._seed_streams(self._seed)
-        self.max_reward = None
-        self.battles_won = self.battles_game = self.timeouts = self.force_restarts = 0
-        self._episode_count = self._total_steps = self._episode_steps = 0
-        self.reward = 0
-        self.last_action = np.zeros((na, self.n_actions), dtype=np.float32)
-        self._trace, self._last_trace = [], []
-        self.agents, self.enemies = _Units(self, 0, na), _Units(self, na, ne)
-        self._episode_config = None
-        self.reset()
 
     # --- seeding and scenarios ----------------------------------------------------------------
     def _seed_streams(self, seed):
@@ -398,23 +273,6 @@ class SkirmishV2Env(SkirmishEnv):
         self.enemy_tags[dead_e] = -1
         self.obs_enemies[dead_e] = 0
 
-    def _end_code(self, alive_a, alive_e):
-        if self.is_terran:
-            med_a, med_e = self.is_medivac[: self.n_agents], self.is_medivac[self.n_agents :]
-            if not (alive_a & ~med_a).any():
-                return -1
-            if not (alive_e & ~med_e).any():
-                return 1
-            return None
-        na, ne = alive_a.sum(), alive_e.sum()
-        if na == 0 and ne > 0:
-            return -1
-        if na > 0 and ne == 0:
-            return 1
-        if na == 0 and ne == 0:
-            return 0
-        return None
-
     def only_medivac_left(self, ally):
         """SMACv2's terran rule: a side with no living unit other than Medivacs has lost."""
         if not self.is_terran:
@@ -478,13 +336,7 @@ class SkirmishV2Env(SkirmishEnv):
         if self._cache_ok(key):
             return self._cache[key]
         na, first = self.n_agents, self.n_actions_no_attack
-        avail = np.zeros((na, self.n_actions), dtype=np.int64)
-        p = self.pos[:na]
-        probes = (p[:, None, :] + self._probe_dirs * (self.move_amount / 2)).astype(np.int64)
-        inside = ((probes >= 0) & (probes < 32)).all(-1)
-        probes = np.minimum(np.maximum(probes, 0), 31)
-        avail[:, 2:6] = inside & self.grid[probes[..., 0], probes[..., 1]]
-        avail[:, 1] = 1
+        avail = self._moves()
         avail[:, 6:first] = 1
         avail[:, first:] = self._target_flags(bool(masked))
         alive = self.alive[:na]
@@ -652,42 +504,17 @@ class SkirmishV2Env(SkirmishEnv):
             obs[:, -1] = tstep[:, 0]
         return obs
 
-    def _unit_state(self):
-        na = self.n_agents
-        a_cols = [
-            self._health_obs(np.arange(na)),
-            np.where(
-                self.is_medivac[:na],
-                self.energy[:na] / 200.0,
-                np.maximum(self.cooldown[:na], 0.0) / self.max_cd[:na],
-            ),
-            (self.pos[:na, 0] - 16.0) / self.max_distance_x,
-            (self.pos[:na, 1] - 16.0) / self.max_distance_y,
-        ]
-        if self.shield_bits_ally:
-            a_cols.append(self.sh[:na] / self.sh_max[:na])
-        for key in ("attack", "health"):
-            if getattr(self, f"{key}_cap"):
-                a_cols.append(getattr(self, f"_{key}_level"))
-        if self.conic_fov:
-            a_cols += [self.fov_directions[:, 0], self.fov_directions[:, 1]]
-        allies = np.concatenate([np.stack(a_cols, -1), self._ally_onehot], -1)
-        allies[~self.alive[:na]] = 0
-        e_cols = [
-            self.hp[na:] / self.hp_max[na:],
-            (self.pos[na:, 0] - 16.0) / self.max_distance_x,
-            (self.pos[na:, 1] - 16.0) / self.max_distance_y,
-        ]
-        if self.shield_bits_enemy:
-            e_cols.append(self.sh[na:] / self.sh_max[na:])
-        enemies = np.concatenate([np.stack(e_cols, -1), self._enemy_onehot], -1)
-        enemies[~self.alive[na:]] = 0
-        return allies, enemies
+    def _ally_health(self):
+        return self._health_obs(np.arange(self.n_agents))
 
-    def get_state_size(self):
-        size = self.n_agents * self.nf_al_s + self.n_enemies * self.nf_en_s
-        size += self.n_agents * self.n_actions * self.state_last_action
-        return size + int(self.state_timestep_number)
+    def _ally_state_extra(self):
+        cols = [getattr(self, f"_{key}_level") for key in ("attack", "health") if getattr(self, f"{key}_cap")]
+        if self.conic_fov:
+            cols += [self.fov_directions[:, 0], self.fov_directions[:, 1]]
+        return cols
+
+    def _type_onehots(self):
+        return self._ally_onehot, self._enemy_onehot
 
     def get_obs_ally_capability_size(self):
         return self._cap_size
