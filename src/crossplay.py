@@ -18,12 +18,11 @@ import json
 import os
 import sys
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from utils.errors import ConfigError  # noqa: E402
+from utils.stats import markdown_table, t_interval  # noqa: E402
 
 # Per scenario: the test metrics of the table (the teams' returns first, then the success figure)
 METRICS = {
@@ -105,18 +104,6 @@ def evaluate(env_config, scenario, good, adversary, seed, results, experiment, t
         raise SystemExit(f"error: cross-play evaluation failed: {' '.join(argv)}")
 
 
-def t_interval(values):
-    """Mean and 95% Student-t interval of a few values (the mean alone for one)."""
-    v = np.asarray(values, dtype=float)
-    mean = float(v.mean())
-    if len(v) < 2:
-        return mean, mean, mean
-    from scipy import stats
-
-    half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
-    return mean, mean - half, mean + half
-
-
 def tables(found, done, metrics_for):
     """-> rows {scenario, metric, good, adversary, n, mean, ci_low, ci_high}."""
     rows = []
@@ -148,6 +135,10 @@ def tables(found, done, metrics_for):
     return rows
 
 
+def cell(r):
+    return "" if r is None else f"{r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+
+
 def markdown(rows):
     lines = []
     for scenario in sorted({r["scenario"] for r in rows}):
@@ -164,16 +155,10 @@ def markdown(rows):
                 f"{scenario}: test {metric} (rows: good team, columns: adversary; {n} seeds, 95% t interval)",
                 "",
             ]
-            lines.append("| good \\ adversary | " + " | ".join(advs) + " |")
-            lines.append("|---|" + "---|" * len(advs))
-            for g in goods:
-                row = []
-                for a in advs:
-                    r = cells.get((g, a))
-                    row.append(
-                        "" if r is None else f"{r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
-                    )
-                lines.append(f"| {g} | " + " | ".join(row) + " |")
+            lines += markdown_table(
+                ["good \\ adversary", *advs],
+                [[g, *(cell(cells.get((g, a))) for a in advs)] for g in goods],
+            )
             lines.append("")
     return "\n".join(lines)
 

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 from utils.results import load_runs  # noqa: E402
+from utils.stats import markdown_table  # noqa: E402
 
 BOOTSTRAP = 2000
 
@@ -150,12 +151,11 @@ def summary_table(df, metric):
 
 
 def markdown(table, float_format="{:.2f}"):
-    cols = list(table.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, row in table.iterrows():
-        cells = [float_format.format(v) if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [
+        [float_format.format(v) if isinstance(v, float) else str(v) for v in row]
+        for _, row in table.iterrows()
+    ]
+    return "\n".join(markdown_table(list(table.columns), rows)) + "\n"
 
 
 def _rliable():

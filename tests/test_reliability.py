@@ -419,7 +419,7 @@ def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
 def signal_during_set_up(monkeypatch, sig, on_interrupt=None):
     """Send `sig` to this process while the run builds its scheme. on_interrupt(exc): what the
     set-up code does with the handler's exception (None: it propagates)."""
-    import run as run_module
+    import assembly as run_module
 
     original = run_module.build_scheme
 
@@ -876,7 +876,7 @@ def test_config_changes_name_training_settings_only():
 def test_an_archived_checkpoint_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     # A stopped sweep replaces a run's archived checkpoint; a copy cut short (a second signal, kill
     # -9) must keep the previous one, or a fresh checkout would start that run from zero.
-    import sweep
+    import sweep_archive
 
     spec = {"archive": str(tmp_path / "archive")}
     dest = tmp_path / "archive" / "unfinished" / "qmix_seed1_k"
@@ -892,16 +892,16 @@ def test_an_archived_checkpoint_is_replaced_whole_or_not_at_all(tmp_path, monkey
         return write
 
     def archived():
-        where = sweep.archived_unfinished(spec)["k"]
+        where = sweep_archive.archived_unfinished(spec)["k"]
         assert Path(where["folder"], "checkpoint", "learner.th").read_text() == str(where["t_env"])
         return where["t_env"]
 
-    sweep._write_whole(str(dest), fill(100))
+    sweep_archive._write_whole(str(dest), fill(100))
     assert archived() == 100
     with pytest.raises(KeyboardInterrupt):
-        sweep._write_whole(str(dest), fill(200, cut_short=True))
+        sweep_archive._write_whole(str(dest), fill(200, cut_short=True))
     assert archived() == 100  # the previous copy, whole
-    sweep._write_whole(str(dest), fill(200))
+    sweep_archive._write_whole(str(dest), fill(200))
     assert archived() == 200 and sorted(os.listdir(dest.parent)) == [dest.name]  # nothing left over
 
     # killed between its two renames: the new copy still counts, and the next write keeps it
@@ -914,13 +914,13 @@ def test_an_archived_checkpoint_is_replaced_whole_or_not_at_all(tmp_path, monkey
             raise KeyboardInterrupt
         real_rename(a, b)
 
-    monkeypatch.setattr(sweep.os, "rename", killed_after_first)
+    monkeypatch.setattr(sweep_archive.os, "rename", killed_after_first)
     with pytest.raises(KeyboardInterrupt):
-        sweep._write_whole(str(dest), fill(300))
-    monkeypatch.setattr(sweep.os, "rename", real_rename)
+        sweep_archive._write_whole(str(dest), fill(300))
+    monkeypatch.setattr(sweep_archive.os, "rename", real_rename)
     assert not dest.exists() and archived() == 300
     with pytest.raises(KeyboardInterrupt):
-        sweep._write_whole(str(dest), fill(400, cut_short=True))
+        sweep_archive._write_whole(str(dest), fill(400, cut_short=True))
     assert archived() == 300 and dest.exists()
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import plot
 import sweep
+import sweep_archive
 from utils.results import load_runs
 
 TINY = {
@@ -403,7 +404,7 @@ def test_an_archived_sweep_is_done_on_a_fresh_checkout(swept, tmp_path, capsys):
     assert glob.glob(str(results / "sacred" / "**" / "cout.txt"), recursive=True)
     for folder in folders:  # the record's small files, no console log
         kept = set(os.listdir(tmp_path / "archive" / folder))
-        assert {"config.json", "metrics.json", "run.json"} <= kept <= set(sweep.ARCHIVED)
+        assert {"config.json", "metrics.json", "run.json"} <= kept <= set(sweep_archive.ARCHIVED)
     with pytest.warns(UserWarning, match="skipping unreadable run"):
         both = load_runs([str(results / "sacred"), str(tmp_path / "archive")], status=["COMPLETED"])
     assert both["run_dir"].nunique() == 4 and both.attrs["skipped"]["DUPLICATE"] == 4
