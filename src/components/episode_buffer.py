@@ -258,15 +258,10 @@ class ReplayBuffer(EpisodeBatch):
     """A ring buffer of whole episodes, sampled uniformly; lives on `device` (the CPU by default)."""
 
     def __init__(
-        self,
-        scheme: Scheme,
-        groups: dict[str, int],
-        buffer_size: int,
-        max_seq_length: int,
-        preprocess: dict | None = None,
-        device: str | torch.device = "cpu",
+        self, scheme: Scheme, groups: dict[str, int], buffer_size: int, max_seq_length: int, **batch_args
     ) -> None:
-        super().__init__(scheme, groups, buffer_size, max_seq_length, preprocess=preprocess, device=device)
+        """buffer_size episodes of max_seq_length steps; batch_args: EpisodeBatch's preprocess, device."""
+        super().__init__(scheme, groups, buffer_size, max_seq_length, **batch_args)
         self.buffer_size = buffer_size
         self.buffer_index = 0
         self.episodes_in_buffer = 0
