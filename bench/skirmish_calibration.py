@@ -15,6 +15,18 @@ needs (the SC2-fidelity issue):
 
 --env sc2v2 / skirmish_v2 with SMACv2 scenarios (--maps protoss_5_vs_5 ...) does the same for SMACv2.
 
+--reference plays SMAC's heuristic on the maps whose heuristic win rate the SMAC paper gives
+(Samvelyan et al. 2019, Table 2, column "Heuristic", StarCraft II 4.6.2, difficulty 7) and prints
+each beside it, with its Wilson interval and the error:
+
+    OMP_NUM_THREADS=1 python bench/skirmish_calibration.py --reference [--episodes 100]
+
+--placement what-if: the search for each created unit's free spot (spawn.py) starts from another
+direction than toward the other team (back, side, north, south, east, west), or from a random one
+at every reset (random); it shows how much the heuristic's outcome rests on start positions:
+
+    OMP_NUM_THREADS=1 python bench/skirmish_calibration.py --reference --placement side
+
 --save writes one JSON line per episode (map, policy, won, length, deaths, the step of the first
 damage, mean distance between the teams at the start); --compare prints, per map and policy,
 both sides' win rates and means, and flags win rates whose intervals do not overlap.
@@ -35,6 +47,22 @@ import numpy as np  # noqa: E402
 from envs.skirmish.maps import MAPS  # noqa: E402
 
 POLICIES = ("random", "heuristic", "focus")
+# SMAC paper, Table 2, "Heuristic": test win rate of SMAC's heuristic against the built-in AI
+PUBLISHED_HEURISTIC = {
+    "2s3z": 0.90,
+    "3s5z": 0.42,
+    "10m_vs_11m": 0.12,
+    "2s_vs_1sc": 0.0,
+    "5m_vs_6m": 0.0,
+    "3s_vs_5z": 0.0,
+    "2c_vs_64zg": 0.0,
+    "3s5z_vs_3s6z": 0.0,
+    "6h_vs_8z": 0.0,
+    "27m_vs_30m": 0.0,
+    "MMM2": 0.0,
+    "corridor": 0.0,
+}
+TOLERANCE = 0.15  # the calibration issue's bar: |ours - published| within this
 
 
 def wilson(wins, n, z=1.96):
@@ -194,6 +222,66 @@ def compare(path_a, path_b):
     return differ
 
 
+PLACEMENTS = ("toward", "back", "side", "north", "south", "east", "west", "random")
+
+
+def use_placement(how, seed=0):
+    """Patch spawn.pack (this process only) to start each unit's search from another direction."""
+    if how == "toward":
+        return
+    import math
+
+    from envs.skirmish import spawn
+    from envs.skirmish.env import SkirmishEnv, _creation
+
+    pack, rng = spawn.pack, np.random.default_rng(seed)
+    fixed = {"north": 0.5 * math.pi, "south": 1.5 * math.pi, "east": 0.0, "west": math.pi}
+
+    def turned(units, grid, max_rings=80):
+        def angle(a):
+            if how == "random":
+                return rng.uniform(0, 2 * math.pi)
+            return fixed.get(how, a + {"back": math.pi, "side": 0.5 * math.pi}.get(how, 0.0))
+
+        return pack([(r, c, f, p, angle(a)) for r, c, f, p, a in units], grid, max_rings)
+
+    spawn.pack = turned
+    if how == "random":  # a new layout at every reset
+        reset = SkirmishEnv.reset
+
+        def reset_anew(self):
+            self._spawn = self._spawn_positions(
+                _creation(self.map, self.map_name, 0), _creation(self.map, self.map_name, 1)
+            )
+            return reset(self)
+
+        SkirmishEnv.reset = reset_anew
+
+
+def reference(maps, episodes, seed=1):
+    """SMAC's heuristic on skirmish beside the SMAC paper's figures; -> rows."""
+    print("| map | SMAC paper (SC2) | skirmish [95% Wilson] | error | within 0.15 |")
+    print("|---|---|---|---|---|")
+    rows = []
+    for name in maps:
+        s = summary(measure("skirmish", name, "heuristic", episodes, seed=seed))
+        ref = PUBLISHED_HEURISTIC[name]
+        err = s["win"] - ref
+        rows.append(dict(map=name, published=ref, ours=s["win"], lo=s["lo"], hi=s["hi"], error=err))
+        print(
+            f"| {name} | {ref:.2f} | {s['win']:.2f} [{s['lo']:.2f}, {s['hi']:.2f}] | {err:+.2f} | "
+            f"{'yes' if abs(err) <= TOLERANCE else 'no'} |",
+            flush=True,
+        )
+    within = sum(abs(r["error"]) <= TOLERANCE for r in rows)
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    print(
+        f"\n{within} of {len(rows)} maps within {TOLERANCE}; mean |error| "
+        f"{np.mean([abs(r['error']) for r in rows]):.2f}; largest {worst['error']:+.2f} ({worst['map']})"
+    )
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--maps", nargs="+", help="maps (default: all 23), or SMACv2 scenarios for the v2 envs")
@@ -202,7 +290,15 @@ def main():
     p.add_argument("--env", choices=["skirmish", "sc2", "skirmish_v2", "sc2v2"], default="skirmish")
     p.add_argument("--save", help="append one JSON line per episode to this file")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --save files")
+    p.add_argument(
+        "--reference", action="store_true", help="SMAC's heuristic against the SMAC paper's figures"
+    )
+    p.add_argument("--placement", choices=PLACEMENTS, default="toward", help="what-if start positions")
     a = p.parse_args()
+    use_placement(a.placement)
+    if a.reference:
+        reference(a.maps or list(PUBLISHED_HEURISTIC), a.episodes)
+        return
     if a.compare:
         differ = compare(*a.compare)
         print(f"{len(differ)} (map, policy) pairs whose win-rate intervals do not overlap")
