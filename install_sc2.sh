@@ -1,52 +1,95 @@
 #!/usr/bin/env bash
-# Installs what --env-config=sc2 and --env-config=sc2v2 need (Linux, needs internet): StarCraft II
-# 4.10 into $SC2PATH (default ~/StarCraftII), the SMACv2 maps (every SMAC v1 map plus 32x32_flat),
-# and SMAC and SMACv2 from their git repositories (the PyPI package named `smac` is SMAC3, a
-# different project). By downloading StarCraft II you accept Blizzard's
-# AI and Machine Learning License (https://blzdistsc2-a.akamaihd.net/AI_AND_MACHINE_LEARNING_LICENSE.html).
+# Installs what --env-config=sc2 and --env-config=sc2v2 need, beside this project and without
+# changing the version of any package already installed (protobuf above all: SMAC and SMACv2 pin
+# protobuf<3.21, which breaks TensorBoard and W&B if pip obeys it).
+#
+#   bash install_sc2.sh                   # StarCraft II 4.10, the maps, SMAC and SMACv2 (Linux)
+#   SC2PATH=/opt/StarCraftII bash install_sc2.sh
+#   SMAC_SRC=/src/smac SMACV2_SRC=/src/smacv2.tar.gz bash install_sc2.sh   # no internet for git
+#
+# SC2PATH     the game's folder (default ~/StarCraftII); left alone when it holds a game (Versions/)
+# SMAC_SRC    where SMAC comes from: a git URL (default), a local folder or an archive
+# SMACV2_SRC  the same for SMACv2
+# SC2_MAPS    the SMAC/SMACv2 maps: a zip or a folder of .SC2Map files (default: SMACv2's release)
+# PYTHON      the interpreter whose environment gets the packages (default: python)
+#
+# How: SMAC, SMACv2, PySC2 and s2clientprotocol are installed without their declared dependencies,
+# then those dependencies by name, constrained to the versions already installed. PySC2's protobuf
+# files predate protobuf 4; the project's sc2 wrappers select protobuf's pure-Python runtime for
+# them (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python) unless you set it yourself. The PyPI package
+# named `smac` is SMAC3, a hyperparameter optimiser, not the StarCraft Multi-Agent Challenge.
+# By downloading StarCraft II you accept Blizzard's AI and Machine Learning License
+# (https://blzdistsc2-a.akamaihd.net/AI_AND_MACHINE_LEARNING_LICENSE.html).
 set -euo pipefail
 
 SC2PATH=${SC2PATH:-$HOME/StarCraftII}
+SMAC_SRC=${SMAC_SRC:-git+https://github.com/oxwhirl/smac.git}
+SMACV2_SRC=${SMACV2_SRC:-git+https://github.com/oxwhirl/smacv2.git}
+SC2_MAPS=${SC2_MAPS:-https://github.com/oxwhirl/smacv2/releases/download/maps/SMAC_Maps.zip}
 python=${PYTHON:-python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# --- the game ---------------------------------------------------------------------------------
 if [ -d "$SC2PATH/Versions" ]; then
-  echo "StarCraft II already at $SC2PATH"
+  echo "StarCraft II already at $SC2PATH: left alone"
 else
-  echo "downloading StarCraft II 4.10 (about 4 GB) ..."
+  echo "downloading StarCraft II 4.10 (about 4 GB) into $SC2PATH ..."
   curl -fL -o "$tmp/SC2.4.10.zip" http://blzdistsc2-a.akamaihd.net/Linux/SC2.4.10.zip
   mkdir -p "$(dirname "$SC2PATH")"
   unzip -q -P iagreetotheeula "$tmp/SC2.4.10.zip" -d "$tmp"
   mv "$tmp/StarCraftII" "$SC2PATH"
 fi
 
-mkdir -p "$SC2PATH/Maps"
-if [ -f "$SC2PATH/Maps/SMAC_Maps/32x32_flat.SC2Map" ]; then
-  echo "SMAC and SMACv2 maps already installed"
+# --- the maps (SMACv2's pack holds every SMAC v1 map and 32x32_flat) ----------------------------
+maps="$SC2PATH/Maps/SMAC_Maps"
+if [ -f "$maps/32x32_flat.SC2Map" ] && [ -f "$maps/3m.SC2Map" ]; then
+  echo "SMAC and SMACv2 maps already in $maps"
 else
-  # SMACv2's map pack holds all SMAC v1 maps too
-  curl -fL -o "$tmp/SMAC_Maps.zip" https://github.com/oxwhirl/smacv2/releases/download/maps/SMAC_Maps.zip
-  unzip -qo "$tmp/SMAC_Maps.zip" -d "$tmp/maps"
-  mkdir -p "$SC2PATH/Maps/SMAC_Maps"
-  find "$tmp/maps" -name '*.SC2Map' -exec mv -f {} "$SC2PATH/Maps/SMAC_Maps/" \;
-fi
-
-if "$python" -c "import smac.env" 2>/dev/null; then
-  echo "SMAC already installed"
-else
-  if "$python" -c "import smac" 2>/dev/null; then
-    echo "removing the PyPI package smac (SMAC3), which shadows the StarCraft Multi-Agent Challenge"
-    "$python" -m pip uninstall -y smac
+  mkdir -p "$maps" "$tmp/maps"
+  if [ -d "$SC2_MAPS" ]; then
+    cp "$SC2_MAPS"/*.SC2Map "$tmp/maps/"
+  else
+    if [ -f "$SC2_MAPS" ]; then cp "$SC2_MAPS" "$tmp/maps.zip"; else curl -fL -o "$tmp/maps.zip" "$SC2_MAPS"; fi
+    unzip -qo "$tmp/maps.zip" -d "$tmp/maps"
   fi
-  "$python" -m pip install "git+https://github.com/oxwhirl/smac.git"
+  find "$tmp/maps" -name '*.SC2Map' -exec cp -f {} "$maps/" \;
+  echo "maps installed in $maps"
 fi
 
-if "$python" -c "import smacv2.env" 2>/dev/null; then
-  echo "SMACv2 already installed"
-else
-  "$python" -m pip install "git+https://github.com/oxwhirl/smacv2.git"
-fi
+# --- the packages -------------------------------------------------------------------------------
+# What the `smac` module is, by the files of the distribution that provides it (not by whether
+# its import happens to work): smac (the StarCraft Multi-Agent Challenge), smac3, or none.
+which_smac() {
+  "$python" - <<'PY'
+import importlib.metadata as md
+names = md.packages_distributions().get("smac", [])
+kind = "none"
+for name in names:
+    files = [str(f) for f in (md.files(name) or [])]
+    kind = "smac" if any(f.endswith("smac/env/starcraft2/starcraft2.py") for f in files) else "smac3"
+print(kind)
+PY
+}
+case "$(which_smac)" in
+  smac3)
+    echo "removing SMAC3 (the PyPI package named smac), which takes the StarCraft Multi-Agent Challenge's module name"
+    "$python" -m pip uninstall -y smac ;;
+  smac) echo "SMAC (StarCraft Multi-Agent Challenge) found: reinstalling it from $SMAC_SRC" ;;
+esac
+
+# every package installed now keeps its version
+"$python" -m pip list --format=freeze 2>/dev/null \
+  | grep -viE '^(smac|smacv2|pysc2|s2clientprotocol)==' > "$tmp/keep.txt" || true
+"$python" -m pip install --no-deps "$SMAC_SRC" "$SMACV2_SRC" "pysc2==4.0.0" "s2clientprotocol==4.10.1.75800.0"
+# SMAC's and PySC2's other dependencies (enum34 is left out: Python 3 has enum, and enum34 would
+# shadow it); protobuf, numpy and the rest stay as they are
+"$python" -m pip install -c "$tmp/keep.txt" absl-py deepdiff dm-env-rpc mock mpyq portpicker s2protocol \
+  sk-video websocket-client
+
+PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=${PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION:-python} \
+  "$python" -c "import smac.env, smacv2.env; from s2clientprotocol import sc2api_pb2" \
+  && echo "SMAC and SMACv2 import"
 
 echo "done. Use it with: export SC2PATH=$SC2PATH; python src/main.py --config=qmix --env-config=sc2 with env_args.map_name=3m
   (SMACv2: --env-config=sc2v2 with env_args.scenario=protoss_5_vs_5)"

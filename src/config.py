@@ -54,10 +54,19 @@ def load_yaml(path):
     return data
 
 
-def load_named(kind, name, flag):
+def config_path(kind, name, flag):
+    """The YAML file --config / --env-config names: one in config/<kind>/, or a path to a file."""
+    if name.endswith((".yaml", ".yml")) or os.sep in name:
+        if not os.path.isfile(name):
+            raise ConfigError(f"{flag}={name}: no such file")
+        return os.path.abspath(name)
     if name not in available(kind):
         raise ConfigError(unknown_name_message(f"{flag} name", name, available(kind), f"config/{kind}/"))
-    return load_yaml(os.path.join(CONFIG_DIR, kind, f"{name}.yaml"))
+    return os.path.join(CONFIG_DIR, kind, f"{name}.yaml")
+
+
+def load_named(kind, name, flag):
+    return load_yaml(config_path(kind, name, flag))
 
 
 def recursive_update(base, new):
@@ -113,7 +122,9 @@ def parse_value(raw):
     return value
 
 
-def apply_override(config, defaults, key, raw):
+def set_key(config, defaults, key, value):
+    """Set a dotted key to a value, converted to the type of its default; an unknown key, or a
+    value of the wrong type, is refused."""
     parts = key.split(".")
     node, basis_node = config, defaults
     for depth, part in enumerate(parts[:-1]):
@@ -128,7 +139,6 @@ def apply_override(config, defaults, key, raw):
         node = node[part]
         basis_node = basis_node.get(part) if isinstance(basis_node, dict) else None
     leaf = parts[-1]
-    value = parse_value(raw)
     if leaf not in node:
         if parts[0] in OPEN_SECTIONS and len(parts) > 1:
             node[leaf] = value  # an env argument; the env checks it
@@ -139,6 +149,50 @@ def apply_override(config, defaults, key, raw):
     if value is None and isinstance(basis, str):  # none names a choice (value_norm=none), not null
         value = "none"
     node[leaf] = coerce(key, value, basis)
+
+
+def merge_file(config, defaults, data, path):
+    """Merge one env or algorithm YAML file into config, every key checked as a `with` override
+    is; keys of PyMARL, EPyMARL, PyMARL2 and PyMARL3 are read as ours (peer_keys.py), each with a
+    note. Problems name the file."""
+    from peer_keys import translate
+
+    where = os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
+    data, notes, refused = translate(data, set(defaults), context=config)
+    if refused:
+        raise ConfigError(f"{where}: {next(iter(refused.values()))}")
+    for note in notes:
+        print(f"note: {where}: {note}", file=sys.stderr)
+    for key, value in data.items():
+        try:
+            if key in OPEN_SECTIONS:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{key} must be a mapping of keys to values, got {value!r}")
+                recursive_update(config[key], value)
+            else:
+                set_key(config, defaults, key, value)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+
+def translate_overrides(overrides, defaults):
+    """[(key, raw)] -> [(key, value)], `with` keys of the PyMARL family (rnn_hidden_dim=128) read
+    as ours, each with a note."""
+    from peer_keys import RENAMED, translate
+
+    out = []
+    for key, raw in overrides:
+        value = parse_value(raw)
+        if key not in RENAMED:
+            out.append((key, value))
+            continue
+        data, notes, refused = translate({key: value}, set(defaults))
+        if refused:
+            raise ConfigError(next(iter(refused.values())))
+        for note in notes:
+            print(f"note: with {key}={raw}: {note}", file=sys.stderr)
+        out += list(data.items())
+    return out
 
 
 def unknown_key_message(key, keys):
@@ -180,11 +234,13 @@ def load_config(argv):
     """Parse the command line and return the merged, validated config dict."""
     alg_name, env_name, overrides = parse_argv(argv)
     defaults = load_defaults()
-    env_cfg = load_named("envs", env_name, "--env-config")
-    alg_cfg = load_named("algs", alg_name, "--config")
+    env_path = config_path("envs", env_name, "--env-config")
+    alg_path = config_path("algs", alg_name, "--config")
+    env_cfg, alg_cfg = load_yaml(env_path), load_yaml(alg_path)
     config = copy.deepcopy(defaults)
-    for cfg in (env_cfg, alg_cfg):
-        recursive_update(config, cfg)
+    for cfg, path in ((env_cfg, env_path), (alg_cfg, alg_path)):
+        merge_file(config, defaults, cfg, path)
+    overrides = translate_overrides(overrides, defaults)
     if env_cfg.get("runner") == "vector" and alg_cfg.get("runner") == "parallel":
         # an env that batches its copies natively (VMAS) keeps its one-process runner over an
         # algorithm's worker processes; runner=parallel on the command line still wins
@@ -195,8 +251,8 @@ def load_config(argv):
                 f"{alg_name}.yaml's runner=parallel (all copies in one process)",
                 file=sys.stderr,
             )
-    for key, raw in overrides:
-        apply_override(config, defaults, key, raw)
+    for key, value in overrides:
+        set_key(config, defaults, key, value)
     config["alg_config"] = alg_name
     config["env_config"] = env_name
     return validate(config, defaults)

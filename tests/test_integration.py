@@ -255,3 +255,37 @@ def test_buffer_larger_than_the_available_memory_is_warned_about(tmp_path, monke
         "the replay buffer will take" in r.getMessage() and "buffer_size=" in r.getMessage()
         for r in caplog.records
     )
+
+
+def test_a_summary_shows_only_values_logged_since_the_last_one():
+    # at t_env 20021 a summary printed epsilon 0.8097, the value logged at 10134: stale values
+    # are left out, and a second summary right after the first repeats nothing
+    import logging
+
+    from utils.logger import Logger, get_console_logger
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    console = get_console_logger()
+    seen = Lines()
+    console.addHandler(seen)
+    try:
+        logger = Logger(console)
+        logger.log_stat("epsilon", 0.8097, 10134)
+        logger.log_stat("return_mean", -60.0, 10134)
+        logger.print_recent_stats("t_env 10134")
+        logger.log_stat("return_mean", -50.0, 20021)
+        logger.print_recent_stats("t_env 20021")
+        logger.print_recent_stats("t_env 20021, again")
+    finally:
+        console.removeHandler(seen)
+    lines = seen.lines
+    assert "epsilon: 0.8097" in lines[0] and "return_mean: -60.0000" in lines[0]
+    assert "epsilon" not in lines[1] and "return_mean: -55.0000" in lines[1]  # mean of the last 5
+    assert lines[2] == "t_env 20021, again"

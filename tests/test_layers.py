@@ -11,7 +11,7 @@ LAYERS = [
     {"components", "modules", "envs"},
     {"controllers"},
     {"learners", "runners"},
-    {"config", "assembly", "run"},
+    {"config", "peer_keys", "assembly", "run"},
     {"main", "sweep", "sweep_archive", "crossplay", "plot"},
 ]
 SIBLINGS_APART = {"learners", "runners"}

@@ -101,17 +101,102 @@ def test_missing_smac_names_what_to_install(monkeypatch, capsys):
     assert "needs SMAC" in err and "install_sc2.sh" in err and "StarCraft II" in err
 
 
-def test_smac3_is_recognised(monkeypatch):
-    monkeypatch.setitem(sys.modules, "smac", types.ModuleType("smac"))  # SMAC3 has no smac.env
-    monkeypatch.setitem(sys.modules, "smac.env", None)
+def test_smac3_is_told_by_its_files_not_by_a_failed_import(monkeypatch):
+    monkeypatch.setattr(sc2_env.importlib.metadata, "packages_distributions", lambda: {"smac": ["smac"]})
+    smac3 = ["smac/__init__.py", "smac/facade/hyperparameter_optimization_facade.py"]
+    challenge = ["smac/__init__.py", "smac/env/starcraft2/starcraft2.py"]
+    monkeypatch.setattr(sc2_env.importlib.metadata, "files", lambda name: smac3)
+    assert sc2_env.smac_distribution() == "smac3"
     with pytest.raises(ConfigError, match="SMAC3"):
         sc2_env.load_smac()
+    # the real SMAC whose import fails (a dependency missing) is not taken for SMAC3
+    monkeypatch.setattr(sc2_env.importlib.metadata, "files", lambda name: challenge)
+    assert sc2_env.smac_distribution() == "smac"
+    broken = types.ModuleType("smac")
+    monkeypatch.setitem(sys.modules, "smac", broken)
+    monkeypatch.setitem(sys.modules, "smac.env", None)
+    monkeypatch.setitem(sys.modules, "pysc2", None)
+    with pytest.raises(ConfigError) as e:
+        sc2_env.load_smac()
+    assert "SMAC3" not in str(e.value)
+    monkeypatch.setattr(sc2_env.importlib.metadata, "packages_distributions", lambda: {})
+    assert sc2_env.smac_distribution() is None
 
 
-def test_missing_starcraft_names_sc2path(monkeypatch, tmp_path):
-    monkeypatch.setenv("SC2PATH", str(tmp_path / "nowhere"))
-    with pytest.raises(ConfigError, match="StarCraft II was not found at .*nowhere"):
+def game_folder(root, binary=True, maps=True):
+    (root / "Versions" / "Base75689").mkdir(parents=True)
+    if binary:
+        (root / "Versions" / "Base75689" / "SC2_x64").write_text("")
+    if maps:
+        (root / "Maps" / "SMAC_Maps").mkdir(parents=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p / "nowhere", r"StarCraft II was not found: .*nowhere does not exist"),
+        (lambda p: p, r"holds no StarCraft II \(no Versions/ folder"),
+        (lambda p: game_folder(p, binary=False), r"holds no game binary"),
+        (lambda p: game_folder(p, maps=False), r"SMAC maps are missing"),
+    ],
+)
+def test_every_way_the_game_can_be_missing_is_one_line_and_exit_2(
+    monkeypatch, tmp_path, capsys, make, message
+):
+    monkeypatch.setenv("SC2PATH", str(make(tmp_path)))
+    monkeypatch.setattr(sc2_env, "load_smac", lambda: FakeSMAC)
+    with pytest.raises(ConfigError, match=message):
         sc2_env.check_starcraft()
+    assert main.main(["--env-config=sc2", "with", "env_args.map_name=3m"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0] and "install_sc2.sh" in err[0], err
+
+
+def test_a_game_that_does_not_start_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    class LaunchError(Exception):
+        pass
+
+    LaunchError.__module__ = "pysc2.lib.sc_process"  # as PySC2's SC2LaunchError
+
+    class NoGame(FakeSMAC):
+        def reset(self):
+            raise LaunchError("No SC2 binary found")
+
+        def close(self):
+            pass
+
+        def get_obs(self):
+            return []
+
+    monkeypatch.setenv("SC2PATH", str(game_folder(tmp_path)))
+    monkeypatch.setattr(sc2_env, "load_smac", lambda: NoGame)
+    env = sc2_env.StarCraft2Env(map_name="3m")
+    with pytest.raises(ConfigError, match="did not start .*No SC2 binary found"):
+        env.reset()
+
+
+def test_protobuf_runtime_is_chosen_only_where_needed_and_not_chosen(monkeypatch):
+    monkeypatch.delenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", raising=False)
+    monkeypatch.setattr(sc2_env.importlib.metadata, "version", lambda name: "3.20.3")
+    sc2_env.protobuf_runtime()
+    assert "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION" not in sc2_env.os.environ
+    monkeypatch.setattr(sc2_env.importlib.metadata, "version", lambda name: "7.36.2")
+    sc2_env.protobuf_runtime()
+    assert sc2_env.os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] == "python"
+    monkeypatch.setenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "upb")  # the user's choice stays
+    sc2_env.protobuf_runtime()
+    assert sc2_env.os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] == "upb"
+
+
+def test_a_protobuf_mismatch_is_named(monkeypatch):
+    def descriptors(name):
+        raise TypeError("Descriptors cannot be created directly.\nIf this call came from a _pb2.py file ...")
+
+    monkeypatch.setenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "upb")
+    monkeypatch.setattr(sc2_env.importlib, "import_module", descriptors)
+    with pytest.raises(ConfigError, match="PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=upb: unset it"):
+        sc2_env.import_game_package("smac.env", "SMAC", sc2_env.INSTALL)
 
 
 def test_real_smac_when_installed(tmp_path):
@@ -132,3 +217,21 @@ def test_real_smac_when_installed(tmp_path):
         f"local_results_path={tmp_path}",
     ]
     assert main.main(argv) == 0
+
+
+def test_env_info_equals_the_real_smacs_on_every_map():
+    # StarCraft2Env's constructor starts no game: where SMAC is installed, this runs without one
+    try:
+        real_class = sc2_env.load_smac()
+    except ConfigError as e:
+        pytest.skip(f"SMAC is not installed here: {str(e)[:80]}")
+    from envs.skirmish.env import SkirmishEnv
+    from envs.skirmish.maps import MAPS
+
+    assert len(MAPS) == 23
+    for name in MAPS:
+        real = real_class(map_name=name).get_env_info()
+        ours = sc2_env.StarCraft2Env(map_name=name).get_env_info()
+        assert {k: ours[k] for k in real} == real, name
+        sim = SkirmishEnv(map_name=name).get_env_info()
+        assert {k: sim[k] for k in real} == real, name

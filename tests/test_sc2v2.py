@@ -140,11 +140,16 @@ def test_missing_smacv2_names_what_to_install(monkeypatch, capsys):
 
 
 def test_missing_v2_maps_are_named(fake_smacv2, monkeypatch, tmp_path):
-    (tmp_path / "Versions").mkdir()
+    (tmp_path / "Versions" / "Base75689").mkdir(parents=True)
+    (tmp_path / "Versions" / "Base75689" / "SC2_x64").write_text("")
     (tmp_path / "Maps" / "SMAC_Maps").mkdir(parents=True)
     monkeypatch.setenv("SC2PATH", str(tmp_path))
     with pytest.raises(ConfigError, match="32x32_flat"):
         smacv2_env.validate_env_args({"scenario": "protoss_5_vs_5"})
+    (tmp_path / "Versions" / "Base75689" / "SC2_x64").unlink()  # SMACv2's words, not SMAC's
+    with pytest.raises(ConfigError, match="no game binary.*smacv2.*skirmish_v2"):
+        smacv2_env.validate_env_args({"scenario": "protoss_5_vs_5"})
+    (tmp_path / "Versions" / "Base75689" / "SC2_x64").write_text("")
     (tmp_path / "Maps" / "SMAC_Maps" / "32x32_flat.SC2Map").write_text("")
     smacv2_env.validate_env_args({"scenario": "protoss_5_vs_5"})
     with pytest.raises(ConfigError, match="obs_instead_of_state"):
@@ -173,3 +178,23 @@ def test_real_smacv2_when_installed(tmp_path):
         f"local_results_path={tmp_path}",
     ]
     assert main.main(argv) == 0
+
+
+def test_env_info_equals_the_real_smacv2s_on_every_scenario():
+    # the wrapper's constructor starts no game: where SMACv2 is installed, this runs without one
+    try:
+        real_class = smacv2_env.load_smacv2()
+    except ConfigError as e:
+        pytest.skip(f"SMACv2 is not installed here: {str(e)[:80]}")
+    from envs.skirmish import distributions as dist
+    from envs.skirmish.args import expand
+    from envs.skirmish.v2 import SkirmishV2Env
+
+    # SMACv2's 15 scenarios (3 races x 5 sizes), and each with EPO
+    assert len(dist.SCENARIOS) == 30
+    for name in dist.SCENARIOS:
+        real = real_class(**expand({"scenario": name})).get_env_info()
+        ours = smacv2_env.SMACv2Env(scenario=name).get_env_info()
+        assert {k: ours[k] for k in real} == real, name
+        sim = SkirmishV2Env(scenario=name).get_env_info()
+        assert {k: sim[k] for k in real} == real, name

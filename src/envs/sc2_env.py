@@ -4,7 +4,9 @@ SMAC is imported only when this env is chosen. It is installed from its git repo
 package named `smac` is SMAC3, a hyperparameter optimiser) and needs the StarCraft II binary.
 """
 
+import glob
 import importlib
+import importlib.metadata
 import os
 
 import numpy as np
@@ -20,34 +22,100 @@ INSTALL = (
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 
 
+def protobuf_runtime():
+    """PySC2's and s2clientprotocol's generated protobuf files predate protobuf 4, whose default
+    runtime refuses them ("Descriptors cannot be created directly"); protobuf's pure-Python
+    runtime reads them. Chosen before anything imports protobuf, unless the user chose."""
+    if "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION" in os.environ:
+        return
+    try:
+        major = int(importlib.metadata.version("protobuf").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return
+    if major >= 4:
+        os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
+
+
+def smac_distribution():
+    """What provides the `smac` module: "smac" (the StarCraft Multi-Agent Challenge), "smac3"
+    (PyPI's smac, a hyperparameter optimiser) or None, told by the distribution's files."""
+    kind = None
+    for name in importlib.metadata.packages_distributions().get("smac", []):
+        files = [str(f) for f in (importlib.metadata.files(name) or [])]
+        kind = "smac" if any(f.endswith("smac/env/starcraft2/starcraft2.py") for f in files) else "smac3"
+    return kind
+
+
+def import_game_package(module, what, install):
+    """Import SMAC's or SMACv2's env module; every way it can fail is a ConfigError naming what
+    to do."""
+    protobuf_runtime()
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        missing = getattr(e, "name", None) or ""
+        if missing.split(".")[0] == module.split(".")[0]:
+            raise ConfigError(f"{what} is not installed: {install}") from None
+        raise ConfigError(f"{what} is installed but does not import ({e}): {install}") from None
+    except TypeError as e:
+        if "Descriptors cannot be created directly" not in str(e):
+            raise
+        runtime = os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION")
+        raise ConfigError(
+            f"protobuf {importlib.metadata.version('protobuf')} cannot load StarCraft II's protocol "
+            f"files with PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION={runtime}: unset it (the sc2 "
+            "wrappers then choose python) or set it to python"
+        ) from None
+
+
 def load_smac():
     """-> smac.env.StarCraft2Env, or ConfigError naming what is missing."""
-    try:
-        module = importlib.import_module("smac.env")
-    except ImportError:
-        try:
-            importlib.import_module("smac")
-        except ImportError:
-            raise ConfigError(f"--env-config=sc2 needs SMAC, which is not installed: {INSTALL}") from None
+    if smac_distribution() == "smac3":
         raise ConfigError(
             "the installed package `smac` is SMAC3 (a hyperparameter optimiser), not "
-            "the StarCraft Multi-Agent Challenge: `pip uninstall smac`, then "
-            f"{INSTALL}"
-        ) from None
-    return module.StarCraft2Env
+            f"the StarCraft Multi-Agent Challenge: `pip uninstall smac`, then {INSTALL}"
+        )
+    return import_game_package("smac.env", "--env-config=sc2 needs SMAC, which", INSTALL).StarCraft2Env
 
 
 def sc2_path():
     return os.environ.get("SC2PATH") or os.path.expanduser("~/StarCraftII")
 
 
-def check_starcraft():
+def check_starcraft(install=INSTALL):
+    """The game at SC2PATH: its folder, a game binary under Versions/, and the SMAC maps."""
     path = sc2_path()
-    if not os.path.isdir(os.path.join(path, "Versions")):
-        raise ConfigError(f"StarCraft II was not found at {path} (set SC2PATH to its folder): {INSTALL}")
+    if not os.path.isdir(path):
+        raise ConfigError(
+            f"StarCraft II was not found: {path} does not exist (set SC2PATH to its folder); {install}"
+        )
+    versions = os.path.join(path, "Versions")
+    if not os.path.isdir(versions):
+        raise ConfigError(f"{path} holds no StarCraft II (no Versions/ folder; set SC2PATH): {install}")
+    binaries = [
+        b
+        for name in ("SC2_x64", "SC2_x64.exe", "SC2.app")
+        for b in glob.glob(os.path.join(versions, "Base*", name))
+    ]
+    if not binaries:
+        raise ConfigError(
+            f"{versions} holds no game binary (Base*/SC2_x64): the game's install is incomplete; {install}"
+        )
     maps = os.path.join(path, "Maps", "SMAC_Maps")
     if not os.path.isdir(maps):
-        raise ConfigError(f"the SMAC maps are missing from {maps}: {INSTALL}")
+        raise ConfigError(f"the SMAC maps are missing from {maps}: {install}")
+
+
+def launch_error(e, install=INSTALL):
+    """A ConfigError for a game that would not start (PySC2's launch and connection errors)."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return ConfigError(f"StarCraft II at {sc2_path()} did not start ({type(e).__name__}: {first}): {install}")
+
+
+def is_launch_error(e):
+    return type(e).__module__.startswith(("pysc2", "websocket", "portpicker")) or isinstance(
+        e, (ConnectionError, TimeoutError)
+    )
 
 
 def validate_env_args(env_args):
@@ -70,6 +138,14 @@ class StarCraft2Env:
         if name == "env":  # not yet set: avoid recursing during construction
             raise AttributeError(name)
         return getattr(self.env, name)
+
+    def reset(self):
+        try:
+            return self.env.reset()
+        except Exception as e:  # the first reset starts the game
+            if is_launch_error(e):
+                raise launch_error(e) from None
+            raise
 
     def step(self, actions):
         return self.env.step(np.asarray(actions).tolist())

@@ -5,13 +5,19 @@ needs StarCraft II with the SMACv2 maps (32x32_flat). env_args are the same as s
 (SMACv2's keywords plus `scenario`), so a run switches between the two with --env-config alone.
 """
 
-import importlib
 import os
 import warnings
 
 import numpy as np
 
-from envs.sc2_env import check_starcraft, sc2_path, wrapped_entities
+from envs.sc2_env import (
+    check_starcraft,
+    import_game_package,
+    is_launch_error,
+    launch_error,
+    sc2_path,
+    wrapped_entities,
+)
 from envs.skirmish import distributions as dist
 from envs.skirmish.args import expand, plain
 from utils.errors import ConfigError
@@ -26,17 +32,12 @@ FRAMEWORK_KEYS = {"common_reward", "reward_scalarisation", "sim_options", "attac
 
 def load_smacv2():
     """-> smacv2.env.StarCraftCapabilityEnvWrapper, or ConfigError naming what is missing."""
-    try:
-        module = importlib.import_module("smacv2.env")
-    except ImportError as e:
-        if getattr(e, "name", None) in ("smacv2", "smacv2.env"):
-            raise ConfigError(f"--env-config=sc2v2 needs SMACv2, which is not installed: {INSTALL}") from None
-        raise ConfigError(f"SMACv2 is installed but does not import ({e}): {INSTALL}") from None
+    module = import_game_package("smacv2.env", "--env-config=sc2v2 needs SMACv2, which", INSTALL)
     return module.StarCraftCapabilityEnvWrapper
 
 
 def check_maps():
-    check_starcraft()
+    check_starcraft(INSTALL)
     flat = os.path.join(sc2_path(), "Maps", "SMAC_Maps", "32x32_flat.SC2Map")
     if not os.path.isfile(flat):
         raise ConfigError(
@@ -88,7 +89,12 @@ class SMACv2Env:
             return getattr(inner, name)
 
     def reset(self):
-        out = self.env.reset()
+        try:
+            out = self.env.reset()
+        except Exception as e:  # the first reset starts the game
+            if is_launch_error(e):
+                raise launch_error(e, INSTALL) from None
+            raise
         if out is None:  # SMACv2's retry after a failed unit spawn returns nothing
             return self.get_obs(), self.get_state()
         return out

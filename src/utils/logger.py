@@ -42,6 +42,7 @@ class Logger:
         self.tb_writer = None
         self.wandb_run = None
         self._wandb_row = {}  # stats of one t_env, sent to W&B as one row
+        self._shown = {}  # key -> how many of its values the console summaries had seen
 
     def setup_sacred(self, sacred_run):
         self.sacred_run = sacred_run
@@ -97,10 +98,15 @@ class Logger:
             self._wandb_row.update({key: value, "t_env": t})
 
     def print_recent_stats(self, header=""):
+        """The header, then each stat logged since the last summary (a stat not logged since is
+        left out rather than shown with an old value): the mean of its last 5 values, or its last
+        value for epsilon and test stats."""
         lines = [header] if header else []
-        items = sorted(k for k in self.stats if k != "episode")
         row = []
-        for k in items:
+        for k in sorted(k for k in self.stats if k != "episode"):
+            if len(self.stats[k]) == self._shown.get(k, 0):
+                continue
+            self._shown[k] = len(self.stats[k])
             window = 1 if k == "epsilon" or k.startswith("test_") else 5
             vals = [v for _, v in self.stats[k][-window:]]
             row.append(f"{k}: {np.mean(vals):.4f}")
