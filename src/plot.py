@@ -30,6 +30,41 @@ from utils.results import load_runs  # noqa: E402
 from utils.stats import markdown_table  # noqa: E402
 
 BOOTSTRAP = 2000
+# Columns of load_runs that are not config keys.
+RUN_COLUMNS = {"run_dir", "run_id", "status", "start_time", "resumed_from", "metric", "t_env", "value"}
+# Config keys in which runs of one experiment may differ: the seed, where results and checkpoints
+# go, logging and test cadence, processes and threads. Any other difference is another experiment.
+BOOKKEEPING = {
+    "seed",
+    "env_args.seed",
+    "experiment",
+    "sweep_key",
+    "alg_config",
+    "env_config",
+    "local_results_path",
+    "use_tensorboard",
+    "use_wandb",
+    "wandb_mode",
+    "wandb_project",
+    "wandb_entity",
+    "save_model",
+    "save_model_interval",
+    "save_buffer",
+    "save_replay",
+    "checkpoint_path",
+    "load_step",
+    "evaluate",
+    "test_interval",
+    "test_nepisode",
+    "log_interval",
+    "runner_log_interval",
+    "learner_log_interval",
+    "device",
+    "torch_threads",
+    "env_workers",
+    "buffer_cpu_only",
+}
+BOOKKEEPING_PREFIXES = ("team_checkpoints.",)
 
 
 def parse_args(argv):
@@ -37,7 +72,11 @@ def parse_args(argv):
     p.add_argument("dirs", nargs="+", help="folders holding Sacred runs (searched recursively)")
     p.add_argument("--metric", default="test_return_mean")
     p.add_argument(
-        "--group-by", default="name", help="config key(s), comma-separated, that name a curve (default: name)"
+        "--group-by",
+        default=None,
+        help="config key(s), comma-separated, that name a curve (default: name, then split by every "
+        "other config key the runs of a name differ in; an explicit choice that pools different "
+        "configs is warned about)",
     )
     p.add_argument(
         "--filter",
@@ -96,6 +135,80 @@ def apply_filters(df, filters):
             )
         df = df[df[key].astype(str) == value]
     return df
+
+
+def differing_keys(runs):
+    """Config keys (not bookkeeping) whose values differ among `runs` (one row per run). A key a
+    run lacks (recorded before the key existed) counts as its default.yaml value."""
+    defaults = flat_defaults()
+    out = []
+    for col in runs.columns:
+        if (
+            col in RUN_COLUMNS
+            or col in BOOKKEEPING
+            or col in ("group", "task")
+            or col.startswith(BOOKKEEPING_PREFIXES)
+        ):
+            continue
+        values = runs[col].map(lambda v, c=col: _plain(defaults.get(c) if _missing(v) else v))
+        if values.nunique() > 1:
+            out.append(col)
+    return out
+
+
+def flat_defaults():
+    from config import load_defaults
+    from utils.results import flatten
+
+    return flatten(load_defaults())
+
+
+def _plain(v):
+    """A comparable text of a config value: 1 and 1.0 are one value (older records kept YAML's
+    int where the key's default is a float)."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        return repr(float(v))
+    return str(v)
+
+
+def _missing(v):
+    try:
+        return v is None or bool(np.isnan(v))
+    except TypeError:
+        return False
+
+
+def split_groups(df, explicit):
+    """-> the group of every row. Runs are never pooled unless their configs differ only in
+    bookkeeping: by default a group whose runs differ in other keys is split, each part named
+    by them (`differ_qmix_transformer (transformer_n_layers=1)`); with an explicit --group-by the
+    pooling is kept and warned about, naming the keys."""
+    runs = df.groupby("run_dir").first()
+    label = runs["group"].copy()
+    defaults = flat_defaults()
+    for (group, _), members in runs.groupby(["group", "task"]):  # a task is a panel of its own
+        keys = differing_keys(members)
+        if not keys:
+            continue
+        if explicit:
+            print(
+                f"warning: group {group!r} averages {len(members)} runs whose configs differ in "
+                f"{', '.join(keys)}, as if they were seeds of one config (leave out --group-by to "
+                "split them, or add those keys to it)",
+                file=sys.stderr,
+            )
+            continue
+        for run, row in members.iterrows():
+            label[run] = f"{group} ({', '.join(f'{k}={_show(row[k], defaults.get(k))}' for k in keys)})"
+    return df["run_dir"].map(label)
+
+
+def _show(v, default):
+    """A value for a legend: the default where the run lacks the key, 64 rather than 64.0."""
+    v = default if _missing(v) else v
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return int(v)
+    return "-" if v is None else v
 
 
 def curves(df, smooth):
@@ -402,13 +515,14 @@ def main(argv=None):
     df = apply_filters(df, a.filter)
     if df.empty:
         raise SystemExit("error: no runs left after the filters")
-    keys = [k.strip() for k in a.group_by.split(",")]
+    keys = [k.strip() for k in (a.group_by or "name").split(",")]
     missing = [k for k in keys if k not in df.columns]
     if missing:
         raise SystemExit(f"error: --group-by key(s) {missing} are not config keys of these runs")
     df = df.copy()
     df["group"] = df[keys].astype(str).agg(", ".join, axis=1)
     df["task"] = task_column(df)
+    df["group"] = split_groups(df, explicit=a.group_by is not None)
     out = a.out or os.path.join("results", "plots", a.metric)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
 

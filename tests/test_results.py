@@ -424,3 +424,54 @@ def test_an_archived_sweep_is_done_on_a_fresh_checkout(swept, tmp_path, capsys):
     assert sweep.main([str(tmp_path / "s.yaml")]) == 0
     assert "4 runs, 4 already completed" in capsys.readouterr().out
     assert not os.path.exists(results / "sacred")  # nothing ran again
+
+
+def fake_record(root, run_id, seed, values=(0.1, 0.5, 0.9), **config):
+    """A completed Sacred record: config (with defaults for env and name), test_return_mean."""
+    path = root / "sacred" / str(run_id)
+    path.mkdir(parents=True)
+    cfg = {"env": "skirmish", "env_args": {"map_name": "2s3z", "seed": seed}, "name": "differ_qmix", **config}
+    (path / "config.json").write_text(json.dumps({**cfg, "seed": seed}))
+    (path / "run.json").write_text(
+        json.dumps({"status": "COMPLETED", "start_time": f"2026-11-26T00:00:{run_id:02d}"})
+    )
+    steps = [0, 10000, 20000]
+    (path / "metrics.json").write_text(
+        json.dumps({"test_return_mean": {"steps": steps, "values": list(values)}})
+    )
+
+
+def groups_of(out):
+    with open(out + ".csv") as f:
+        return {r["group"]: int(r["n_seeds"]) for r in csv.DictReader(f)}
+
+
+def test_plot_never_pools_ablations_or_a_user_config_with_the_stock_runs(tmp_path, capsys):
+    root = tmp_path / "r"
+    rid = iter(range(1, 99))
+    for seed in (1, 2):
+        name = "differ_qmix_transformer"
+        fake_record(root, next(rid), seed, name=name, transformer_n_layers=2, transformer_n_head=4)
+        fake_record(root, next(rid), seed, name=name, transformer_n_layers=1, transformer_n_head=4)
+        fake_record(root, next(rid), seed, name=name, transformer_n_layers=2, transformer_n_head=1)
+        # the stock differ_qmix runs (one recorded before hidden_dim existed: its default, 64)
+        extra = {"hidden_dim": 64} if seed == 1 else {}
+        fake_record(root, next(rid), seed, experiment=f"sweep{seed}", test_nepisode=32 * seed, **extra)
+        fake_record(root, next(rid), seed, hidden_dim=128.0)  # a user's config that kept the name
+    out = str(tmp_path / "plot")
+    assert plot.main([str(root), "--out", out, "--aggregate", "poi"]) == 0
+    assert groups_of(out) == {
+        "differ_qmix_transformer (transformer_n_layers=2, transformer_n_head=4)": 2,
+        "differ_qmix_transformer (transformer_n_layers=1, transformer_n_head=4)": 2,
+        "differ_qmix_transformer (transformer_n_layers=2, transformer_n_head=1)": 2,
+        "differ_qmix (hidden_dim=64)": 2,  # seeds, experiments and test cadence are bookkeeping
+        "differ_qmix (hidden_dim=128)": 2,
+    }
+    with open(out + "_poi.csv") as f:
+        assert {r["x"] for r in csv.DictReader(f)} == set(groups_of(out))
+    # an explicit grouping that pools different configs is warned about, naming the keys
+    assert plot.main([str(root), "--out", out, "--group-by", "name"]) == 0
+    err = capsys.readouterr().err
+    assert "group 'differ_qmix_transformer' averages 6 runs" in err and "transformer_n_layers" in err
+    assert "group 'differ_qmix' averages 4 runs whose configs differ in hidden_dim" in err
+    assert groups_of(out) == {"differ_qmix_transformer": 6, "differ_qmix": 4}
