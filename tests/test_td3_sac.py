@@ -22,9 +22,9 @@ GAMMA = 0.95
 
 
 def setup(learner="maddpg_learner", continuous=False, **overrides):
-    args, runner, mac, _, _ = maddpg_setup(continuous=continuous, common_reward=False, **overrides)
-    args.learner = learner
-    learner_obj = le_REGISTRY[learner](mac, runner.new_batch().scheme, runner.logger, args)
+    args, runner, mac, learner_obj, _ = maddpg_setup(
+        continuous=continuous, common_reward=False, learner=learner, **overrides
+    )
     return args, runner, mac, learner_obj
 
 
