@@ -260,17 +260,20 @@ def use_placement(how, seed=0):
 
 def reference(maps, episodes, seed=1):
     """SMAC's heuristic on skirmish beside the SMAC paper's figures; -> rows."""
-    print("| map | SMAC paper (SC2) | skirmish [95% Wilson] | error | within 0.15 |")
-    print("|---|---|---|---|---|")
+    print("| map | SMAC paper (SC2) | skirmish [95% Wilson] | error | within 0.15 | distinct battles |")
+    print("|---|---|---|---|---|---|")
     rows = []
     for name in maps:
-        s = summary(measure("skirmish", name, "heuristic", episodes, seed=seed))
+        battles = measure("skirmish", name, "heuristic", episodes, seed=seed)
+        s = summary(battles)
+        # how much battles vary: distinct (outcome, length, deaths) among them
+        distinct = len({(b["won"], b["length"], b["dead_allies"], b["dead_enemies"]) for b in battles})
         ref = PUBLISHED_HEURISTIC[name]
         err = s["win"] - ref
         rows.append(dict(map=name, published=ref, ours=s["win"], lo=s["lo"], hi=s["hi"], error=err))
         print(
             f"| {name} | {ref:.2f} | {s['win']:.2f} [{s['lo']:.2f}, {s['hi']:.2f}] | {err:+.2f} | "
-            f"{'yes' if abs(err) <= TOLERANCE else 'no'} |",
+            f"{'yes' if abs(err) <= TOLERANCE else 'no'} | {distinct} |",
             flush=True,
         )
     within = sum(abs(r["error"]) <= TOLERANCE for r in rows)
