@@ -58,7 +58,13 @@ def config_path(kind, name, flag):
     """The YAML file --config / --env-config names: one in config/<kind>/, or a path to a file."""
     if name.endswith((".yaml", ".yml")) or os.sep in name:
         if not os.path.isfile(name):
-            raise ConfigError(f"{flag}={name}: no such file")
+            stem = os.path.splitext(os.path.basename(name))[0]
+            hint = (
+                f"; did you mean {flag}={stem} (config/{kind}/{stem}.yaml)?"
+                if stem in available(kind)
+                else ""
+            )
+            raise ConfigError(f"{flag}={name}: no such file{hint}")
         return os.path.abspath(name)
     if name not in available(kind):
         raise ConfigError(unknown_name_message(f"{flag} name", name, available(kind), f"config/{kind}/"))

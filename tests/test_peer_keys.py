@@ -174,6 +174,10 @@ def test_env_config_takes_a_path_and_a_missing_file_is_named(tmp_path):
     assert load_config([f"--env-config={path}"])["env_args"]["max_cycles"] == 10
     with pytest.raises(ConfigError, match="no such file"):
         load_config([f"--config={tmp_path / 'nope.yaml'}"])
+    with pytest.raises(
+        ConfigError, match=r"no such file; did you mean --config=qmix \(config/algs/qmix.yaml\)"
+    ):
+        load_config(["--config=qmix.yaml"])
 
 
 def test_the_readme_lists_every_key_of_the_tables():
