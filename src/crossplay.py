@@ -1,6 +1,6 @@
 """Cross-play tables for competitive envs: every good team against every adversary.
 
-    python src/crossplay.py EXPERIMENT [--results results] [--test-nepisode 100] [--out PATH]
+    python src/crossplay.py EXPERIMENT [--results results] [--archive DIR] [--test-nepisode 100] [--out PATH]
 
 Finds the finished checkpoints of EXPERIMENT (a sweep with save_model=True, e.g.
 sweeps/mpe_crossplay.yaml), and for each scenario evaluates every (good team's algorithm,
@@ -44,11 +44,15 @@ METRICS = {
 DEFAULT_METRICS = ["good_return_mean", "adversary_return_mean"]
 
 
-def finished_checkpoints(results, experiment):
+def finished_checkpoints(results, experiment, archives=()):
     """{scenario: {algorithm: {seed: latest step folder}}} of the runs of `experiment` that
-    reached t_max."""
+    reached t_max: in <results>/models, and in the final checkpoints a sweep archive keeps
+    (archive_checkpoints), so cross-play works from a fresh checkout."""
+    roots = sorted(glob.glob(os.path.join(results, "models", "*")))
+    for archive in archives:
+        roots += sorted(glob.glob(os.path.join(archive, "*", "checkpoint")))
     found = {}
-    for root in sorted(glob.glob(os.path.join(results, "models", "*"))):
+    for root in roots:
         steps = [
             d for d in os.listdir(root) if d.isdigit() and os.path.isfile(os.path.join(root, d, "meta.json"))
         ]
@@ -170,12 +174,20 @@ def main(argv=None):
     p.add_argument("--env-config", default="mpe")
     p.add_argument("--test-nepisode", type=int, default=100, help="episodes per pairing and seed")
     p.add_argument("--out", help="write <out>_<scenario>.csv and <out>.md")
+    p.add_argument(
+        "--archive",
+        action="append",
+        default=[],
+        help="also a sweep archive holding final checkpoints (archive_checkpoints: true), e.g. "
+        "bench/runs/mpe_crossplay_2 (repeatable)",
+    )
     a = p.parse_args(argv)
     try:
-        found = finished_checkpoints(a.results, a.experiment)
+        found = finished_checkpoints(a.results, a.experiment, a.archive)
         if not found:
+            where = " or ".join([f"{a.results}/models", *a.archive])
             raise ConfigError(
-                f"no finished checkpoints of experiment {a.experiment!r} under {a.results}/models "
+                f"no finished checkpoints of experiment {a.experiment!r} under {where} "
                 "(train them with save_model=True, e.g. python src/sweep.py sweeps/mpe_crossplay.yaml)"
             )
         xp = f"{a.experiment}_crossplay"

@@ -20,6 +20,7 @@ A sweep file:
     checkpoint_interval: auto         # env steps between checkpoints (auto: a tenth of t_max; 0: none)
     checkpoint_buffer: true           # checkpoints keep the replay buffer (the newest one only)
     archive: null                     # a folder (e.g. bench/runs/<experiment>) to keep completed records in
+    archive_checkpoints: false        # the archive also keeps each completed run's final checkpoint
 
 Every run gets experiment=<experiment> and a sweep_key naming its configuration; re-running the
 sweep skips runs whose key already has a COMPLETED Sacred record. A run that was stopped
@@ -81,6 +82,7 @@ SPEC_KEYS = {
     "checkpoint_interval",
     "checkpoint_buffer",
     "archive",
+    "archive_checkpoints",
 }
 
 

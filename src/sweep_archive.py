@@ -2,10 +2,12 @@
 across machines and sessions.
 
 The archive (a sweep's `archive` folder, e.g. bench/runs/<experiment>) keeps the small files of
-each completed record, one folder per configuration, and each stopped run's newest checkpoint
-(without its replay buffer) and record in <archive>/unfinished/. Copies are made whole or not at
-all: run.json, or where.json for a stopped run, is written last and marks a whole copy, and a
-stopped run's copy replaces the previous one only once it is whole (_write_whole)."""
+each completed record, one folder per configuration (with `archive_checkpoints`, also the run's
+final checkpoint without its replay buffer, for cross-play on another machine), and each stopped
+run's newest checkpoint (without its replay buffer) and record in <archive>/unfinished/. Copies
+are made whole or not at all: run.json, or where.json for a stopped run, is written last and marks
+a whole copy, and a stopped run's copy replaces the previous one only once it is whole
+(_write_whole)."""
 
 import functools
 import json
@@ -109,6 +111,7 @@ def archive_completed(spec):
     if not archive:
         return 0
     have = {key for _, key, status in records(archive) if status == "COMPLETED"}
+    saved = saved_runs(spec) if spec.get("archive_checkpoints") else {}
     copied = 0
     for path, key, status in records(sacred_dir(spec)):
         if status != "COMPLETED" or key in have:
@@ -117,13 +120,25 @@ def archive_completed(spec):
             config = read_run(path)[0]
         except ValueError:  # a half-written copy: leave it to the loader's warning
             continue
-        _copy_files(path, os.path.join(archive, archive_name(config, key)), names=ARCHIVED)
+        dest = os.path.join(archive, archive_name(config, key))
+        point = final_checkpoint(saved.get(key, []), os.path.relpath(path, results_dir(spec)))
+        if point is not None:  # before the record, whose run.json marks the copy whole
+            _copy_files(
+                point["folder"], os.path.join(dest, "checkpoint", str(point["t_env"])), skip=("buffer.th",)
+            )
+        _copy_files(path, dest, names=ARCHIVED)
         have.add(key)
         copied += 1
     for where in _unfinished_copies(spec):
         if where["key"] in have:  # its completed record carries the whole curve
             shutil.rmtree(where["folder"])
     return copied
+
+
+def final_checkpoint(saved, record):
+    """The newest checkpoint that the run recorded at `record` saved, or None."""
+    own = [e for e in saved if e["record"] and os.path.normpath(e["record"]) == os.path.normpath(record)]
+    return max(own, key=lambda e: e["t_env"]) if own else None
 
 
 def _unfinished_root(spec):

@@ -236,3 +236,48 @@ def test_crossplay_table_pairs_every_algorithm_seed_by_seed(tmp_path, capsys):
     assert crossplay.main(["tiny", "--results", results, "--test-nepisode", "2"]) == 0
     assert "cross-play simple_push_v3" not in capsys.readouterr().out
     assert crossplay.main(["nothing", "--results", results]) == 2
+
+
+def test_crossplay_from_a_sweep_archive_alone(tmp_path, capsys):
+    # a fresh checkout has the archive (committed) but no results/models: the final checkpoints
+    # kept with archive_checkpoints are enough for the cross-play tables
+    import shutil
+
+    import crossplay
+    import sweep
+
+    results, archive = tmp_path / "r", tmp_path / "archive"
+    spec = {
+        "experiment": "tinyx",
+        "env_config": "mpe",
+        "grid": {"config": ["maddpg", "iddpg"]},
+        "seeds": [1],
+        "workers": 1,
+        "results": str(results),
+        "archive": str(archive),
+        "archive_checkpoints": True,
+        "overrides": {
+            "env_args.scenario": "simple_push_v3",
+            "env_args.max_cycles": 10,
+            "common_reward": False,
+            "t_max": 60,
+            "test_interval": 1000,
+            "test_nepisode": 1,
+            "transition_batch_size": 16,
+            "save_model": True,
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(spec))
+    assert sweep.main([str(path)]) == 0
+    kept = glob.glob(str(archive / "*" / "checkpoint" / "*" / "learner.th"))
+    assert len(kept) == 2 and not glob.glob(str(archive / "*" / "checkpoint" / "*" / "buffer.th"))
+    shutil.rmtree(results)
+    fresh = tmp_path / "fresh"
+    assert crossplay.main(["tinyx", "--results", str(fresh), "--test-nepisode", "2"]) == 2
+    assert "no finished checkpoints" in capsys.readouterr().err
+    out = str(tmp_path / "table")
+    args = ["tinyx", "--results", str(fresh), "--archive", str(archive), "--test-nepisode", "2", "--out", out]
+    assert crossplay.main(args) == 0
+    with open(out + ".md") as f:
+        assert "| good \\ adversary | iddpg | maddpg |" in f.read()
