@@ -91,7 +91,7 @@ def make_env(kind, name, seed, heuristic):
         return StarCraft2Env(map_name=name, seed=seed, heuristic_ai=heuristic)
     from envs.skirmish.env import SkirmishEnv
 
-    return SkirmishEnv(map_name=name, seed=seed, heuristic_ai=heuristic)
+    return SkirmishEnv(map_name=name, seed=seed, heuristic_ai=heuristic, placement=PLACEMENT)
 
 
 def units(env):
@@ -223,39 +223,28 @@ def compare(path_a, path_b):
 
 
 PLACEMENTS = ("toward", "back", "side", "north", "south", "east", "west", "random")
+PLACEMENT = "toward"  # env_args.placement of the skirmish envs made here (--placement random)
 
 
-def use_placement(how, seed=0):
-    """Patch spawn.pack (this process only) to start each unit's search from another direction."""
-    if how == "toward":
+def use_placement(how):
+    """Patch spawn.pack (this process only) to start each unit's search for a free spot from a
+    fixed direction; "random" is the env's own option (env_args.placement=random)."""
+    if how in ("toward", "random"):
         return
     import math
 
     from envs.skirmish import spawn
-    from envs.skirmish.env import SkirmishEnv, _creation
 
-    pack, rng = spawn.pack, np.random.default_rng(seed)
+    pack = spawn.pack
     fixed = {"north": 0.5 * math.pi, "south": 1.5 * math.pi, "east": 0.0, "west": math.pi}
 
     def turned(units, grid, max_rings=80):
         def angle(a):
-            if how == "random":
-                return rng.uniform(0, 2 * math.pi)
             return fixed.get(how, a + {"back": math.pi, "side": 0.5 * math.pi}.get(how, 0.0))
 
         return pack([(r, c, f, p, angle(a)) for r, c, f, p, a in units], grid, max_rings)
 
     spawn.pack = turned
-    if how == "random":  # a new layout at every reset
-        reset = SkirmishEnv.reset
-
-        def reset_anew(self):
-            self._spawn = self._spawn_positions(
-                _creation(self.map, self.map_name, 0), _creation(self.map, self.map_name, 1)
-            )
-            return reset(self)
-
-        SkirmishEnv.reset = reset_anew
 
 
 def reference(maps, episodes, seed=1):
@@ -299,6 +288,8 @@ def main():
     p.add_argument("--placement", choices=PLACEMENTS, default="toward", help="what-if start positions")
     a = p.parse_args()
     use_placement(a.placement)
+    global PLACEMENT
+    PLACEMENT = "random" if a.placement == "random" else "toward"
     if a.reference:
         reference(a.maps or list(PUBLISHED_HEURISTIC), a.episodes)
         return

@@ -438,3 +438,38 @@ def test_heuristic_ai_plays_smacs_heuristic():
             _, done, info = env.step([0] * na)
         wins += info["battle_won"]
     assert env.battles_game == 10 and wins == env.battles_won
+
+
+def test_random_placement_lays_units_out_anew_each_reset_and_keeps_the_default_fixed():
+    from envs.skirmish.maps import UNITS
+    from utils.errors import ConfigError
+
+    fixed = SkirmishEnv(map_name="2s3z", seed=5)
+    fixed.reset()
+    fixed.reset()
+    assert np.allclose(fixed._spawn, SkirmishEnv(map_name="2s3z", seed=9)._spawn)  # no draw
+    env, twin = SkirmishEnv(map_name="2s3z", seed=5, placement="random"), None
+    layouts = [env._spawn.copy()]
+    for _ in range(3):
+        env.reset()
+        layouts.append(env._spawn.copy())
+    assert all(not np.allclose(a, b) for a, b in zip(layouts, layouts[1:], strict=False))
+    twin = SkirmishEnv(map_name="2s3z", seed=5, placement="random")
+    for _ in range(3):
+        twin.reset()
+    assert np.allclose(twin._spawn, layouts[-1])  # the same seed, the same layouts
+    na = env.n_agents
+    for pos in layouts:
+        # every unit on its group's point or packed round it, none overlapping another
+        r = np.array([UNITS[k]["radius"] for k in env.kinds])
+        d = np.hypot(*(pos[:, None, :] - pos[None, :, :]).transpose(2, 0, 1)) + np.eye(len(pos)) * 99
+        assert (d >= (r[:, None] + r[None, :]) - 1e-6).all()
+        assert (
+            np.hypot(*(pos[:na].mean(0) - (9.0, 16.0))) < 2
+            and np.hypot(*(pos[na:].mean(0) - (23.0, 16.0))) < 2
+        )
+        # agents as SMAC orders them: by type, then x, then y
+        types = env.ally_type
+        assert list(np.lexsort((pos[:na, 1], pos[:na, 0], types))) == list(range(na))
+    with pytest.raises(ConfigError, match="placement.*random"):
+        SkirmishEnv(map_name="2s3z", placement="spiral")

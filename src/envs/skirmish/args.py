@@ -49,6 +49,12 @@ SMAC_DEFAULTS = {
 # obs_starcraft: False observes only the time step (SMACv2's switch for open-loop policies; needs
 # obs_timestep_number=True)
 SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False, obs_starcraft=True)
+# placement (skirmish v1): where units created together at one point stand. toward: each takes
+# the free spot nearest the point, the search starting on the side facing the other team, the same
+# every battle; random: the search starts from a direction drawn for each team at every reset.
+# SC2's own order is not in the map files (bench/README, "Against the published StarCraft II
+# figures"), and SC2's battles vary from one episode to the next where toward's hardly do.
+SIM_CHOICES = {"placement": ("toward", "random")}
 DIFFICULTIES = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "A"]  # SMAC's (stored only here)
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 # skirmish_v2: SMACv2 wrapper keywords beyond SMAC's, and the simulator's SMACv2 quirks
@@ -83,12 +89,20 @@ def validate_env_args(env_args):
             unknown_name_message("env_args.map_name", name, sorted(MAPS), where="config/envs/skirmish.yaml")
         )
     for k in env_args:
-        if k not in SMAC_DEFAULTS and k not in SIM_DEFAULTS and k not in WRAPPER_KEYS:
+        if (
+            k not in SMAC_DEFAULTS
+            and k not in SIM_DEFAULTS
+            and k not in SIM_CHOICES
+            and k not in WRAPPER_KEYS
+        ):
             raise ConfigError(
                 unknown_name_message(
-                    "env_args key for skirmish", k, sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS})
+                    "env_args key for skirmish", k, sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS, **SIM_CHOICES})
                 )
             )
+    for k, choices in SIM_CHOICES.items():
+        if k in env_args and env_args[k] not in choices:
+            raise ConfigError(unknown_name_message(f"env_args.{k}", env_args[k], choices))
     if not env_args.get("obs_starcraft", True) and not env_args.get("obs_timestep_number", False):
         raise ConfigError(
             "env_args.obs_starcraft=False leaves only the time step: set obs_timestep_number=True"

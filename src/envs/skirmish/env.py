@@ -19,6 +19,7 @@ from envs.multiagentenv import MultiAgentEnv
 from envs.skirmish import sim, spawn, terrain
 from envs.skirmish.api import SmacHelpers
 from envs.skirmish.args import (
+    SIM_CHOICES,
     SMAC_DEFAULTS,
     WRAPPER_KEYS,
     validate_env_args,
@@ -102,6 +103,8 @@ class SkirmishEnv(SmacEncoding, Battle, SmacHelpers, MultiAgentEnv):
         )
         self._init_type_ids()
         self._flt, self._ints = self._unit_tables(col)
+        self.placement = args.get("placement", SIM_CHOICES["placement"][0])
+        self._created = (ally_created, enemy_created)
         self._spawn = self._spawn_positions(ally_created, enemy_created)
         kind, point = m["order"]
         # per team: what scripted units do without a target, and where they head
@@ -140,9 +143,11 @@ class SkirmishEnv(SmacEncoding, Battle, SmacHelpers, MultiAgentEnv):
             setattr(self, f"{kind}_id", ids[0] if ids else 0)
         self._min_unit_type = int(self.unit_types[: self.n_agents].min())
 
-    def _spawn_positions(self, ally_created, enemy_created):
-        """Start positions (the same every episode): both teams created in the map's order,
-        packed around their points facing each other; agents then sorted as SMAC sorts them."""
+    def _spawn_positions(self, ally_created, enemy_created, search=None):
+        """Start positions: both teams created in the map's order, packed around their points
+        facing each other; agents then sorted as SMAC sorts them. search: per team, the direction
+        (radians) each unit's search for a free spot starts from (default: toward the other team,
+        the same every episode)."""
         centre = [np.mean([p for _, p in created], axis=0) for created in (ally_created, enemy_created)]
         units = []
         self._facing = np.zeros((2, 2))
@@ -150,8 +155,9 @@ class SkirmishEnv(SmacEncoding, Battle, SmacHelpers, MultiAgentEnv):
             dx, dy = centre[1 - team] - centre[team]
             facing = math.atan2(dy, dx)
             self._facing[team] = math.cos(facing), math.sin(facing)
+            start = facing if search is None else search[team]
             cls = lambda k: 2 if UNITS[k]["flying"] else (1 if k == "colossus" else 0)  # noqa: E731
-            units += [(UNITS[k]["radius"], cls(k), bool(UNITS[k]["flying"]), p, facing) for k, p in created]
+            units += [(UNITS[k]["radius"], cls(k), bool(UNITS[k]["flying"]), p, start) for k, p in created]
         pos = spawn.pack(units, self.grid)
         na = self.n_agents
         ally = pos[:na]
@@ -161,10 +167,13 @@ class SkirmishEnv(SmacEncoding, Battle, SmacHelpers, MultiAgentEnv):
 
     # --- episode ----------------------------------------------------------------------------
     def _new_battle(self):
-        """Per-episode set-up before the units appear (v1 maps: only 2m_vs_1z's attack point)."""
+        """Per-episode set-up before the units appear: 2m_vs_1z's attack point, and the start
+        positions with placement=random."""
         if self._goal_segment is not None:  # 2m_vs_1z: a point drawn on the segment each episode
             a, b = np.asarray(self._goal_segment, dtype=np.float64)
             self._goals[1] = a + (b - a) * self.rng.random()
+        if self.placement == "random":  # a new layout at every reset
+            self._spawn = self._spawn_positions(*self._created, search=self.rng.uniform(0.0, 2 * math.pi, 2))
 
     def only_medivac_left(self, ally):
         """SMAC's MMM rule: a side whose only living units are Medivacs has lost (for the enemy
