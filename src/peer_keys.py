@@ -171,15 +171,3 @@ def translate(cfg, known, context=None):
 
 def _show(mapping):
     return ", ".join(f"{k}: {v!r}" for k, v in mapping.items())
-
-
-def table():
-    """The README's table: (their key, what it becomes here)."""
-    rows = []
-    for key, (_, whose) in RENAMED.items():
-        rows.append((key, whose, "renamed"))
-    for key, (_, other) in IMPLIED.items():
-        rows.append((key, "", f"no effect; refused where it asks for {other}"))
-    for key, what in MISSING.items():
-        rows.append((key, "", f"refused: {what}"))
-    return rows
