@@ -137,10 +137,9 @@ def apply_filters(df, filters):
     return df
 
 
-def differing_keys(runs):
+def differing_keys(runs, defaults):
     """Config keys (not bookkeeping) whose values differ among `runs` (one row per run). A key a
     run lacks (recorded before the key existed) counts as its default.yaml value."""
-    defaults = flat_defaults()
     out = []
     for col in runs.columns:
         if (
@@ -187,7 +186,7 @@ def split_groups(df, explicit):
     label = runs["group"].copy()
     defaults = flat_defaults()
     for (group, _), members in runs.groupby(["group", "task"]):  # a task is a panel of its own
-        keys = differing_keys(members)
+        keys = differing_keys(members, defaults)
         if not keys:
             continue
         if explicit:
