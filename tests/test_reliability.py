@@ -941,3 +941,46 @@ def test_runs_started_in_the_same_second_keep_their_own_checkpoints(tmp_path, mo
         metas = [read(step, "meta.json") for step in glob.glob(os.path.join(folder, "[0-9]*"))]
         assert len(metas) >= 3
         assert len({m["config"]["env_args"]["scenario"] for m in metas}) == 1  # one run's only
+
+
+# --- which code a run ran on -----------------------------------------------------------------
+
+
+def test_record_names_the_commit_and_whether_tracked_files_differ(tmp_path, monkeypatch):
+    import shutil
+    import subprocess
+
+    from utils.code_version import COMMIT_VARIABLE, code_version
+
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("x = 1\n")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
+    for cmd in (["init", "-q"], ["add", "a.py"], ["commit", "-q", "-m", "one"]):
+        subprocess.run(["git", "-C", str(repo), *cmd], check=True, env=env)
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert code_version(str(repo)) == {"commit": head, "dirty": False}
+    (repo / "a.py").write_text("x = 2\n")
+    assert code_version(str(repo)) == {"commit": head, "dirty": True}
+    # A copy without history: the commit it was made from, when the copier says so.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    monkeypatch.setenv(COMMIT_VARIABLE, head)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    assert code_version(str(copy)) == {"commit": head, "dirty": None}
+    monkeypatch.delenv(COMMIT_VARIABLE)
+    assert code_version(str(copy)) == {"commit": None, "dirty": None}
+
+    obs, _ = make_observer(tmp_path / "records")
+    run = json.loads((tmp_path / "records" / "1" / "run.json").read_text())
+    assert set(run["host"]["code"]) == {"commit", "dirty"}

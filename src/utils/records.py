@@ -6,6 +6,7 @@ import os
 from sacred.observers import FileStorageObserver
 from sacred.serializer import flatten
 
+from utils.code_version import code_version
 from utils.files import atomic_write
 
 
@@ -19,7 +20,7 @@ class RecordObserver(FileStorageObserver):
     - the first write error is kept in `write_error` for the training loop to raise, instead of
       Sacred silently dropping the observer; final events never raise.
     The run.json also records the process id, so a record left RUNNING by a killed process can be
-    recognised (`run_status`)."""
+    recognised (`run_status`), and the commit the code was at (`host.code`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -51,7 +52,7 @@ class RecordObserver(FileStorageObserver):
 
     def started_event(self, ex_info, command, host_info, start_time, config, meta_info, _id):
         self.metrics = {}
-        host_info = dict(host_info, pid=os.getpid())
+        host_info = dict(host_info, pid=os.getpid(), code=code_version())
         return super().started_event(ex_info, command, host_info, start_time, config, meta_info, _id)
 
     def log_metrics(self, metrics_by_name, info):
