@@ -3,11 +3,15 @@
 
     python bench/compare_pairs.py bench/runs/mpe_differ_like_for_like \
         --pair differ_qmix:qmix_pymarl --pair differ_vdn:vdn_pymarl --pair differ_qplex:qplex_pymarl \
-        [--metric test_return_mean] [--steps 100000,250000,500000,750000,1000000] [--last 5]
+        [--metric test_return_mean] [--steps 100000,250000,500000,750000,1000000] [--last 5] \
+        [--reach 0.5,0.8]
 
 A run's value at a step count is its first logged value at or after it; "last K" is the mean of its
 last K values. Groups are named by --group-by (default: the config name). Prints a markdown table:
-each group's mean over seeds, then X minus Y with its Welch 95% interval.
+each group's mean over seeds, then X minus Y with its Welch 95% interval. With --reach, a second
+table: for each group and level, the median over seeds of the first step at which a run's value
+reached the level, and how many seeds ever reached it (a median of seeds that never reached it is
+"not reached").
 """
 
 import argparse
@@ -33,6 +37,28 @@ def run_values(df, steps, last):
     return out
 
 
+def first_reach(df, level):
+    """{run_dir: first t_env at which the run's value >= level, or None}."""
+    out = {}
+    for run, g in df.groupby("run_dir"):
+        g = g.sort_values("t_env")
+        hit = np.flatnonzero(g["value"].to_numpy(dtype=float) >= level)
+        out[run] = int(g["t_env"].iloc[hit[0]]) if len(hit) else None
+    return out
+
+
+def median_reach(steps):
+    """Median of first-reach steps where a run that never reached counts as later than any that
+    did: -> (step or None, how many reached)."""
+    reached = sorted(s for s in steps if s is not None)
+    n = len(steps)
+    ordered = reached + [None] * (n - len(reached))
+    lo, hi = ordered[(n - 1) // 2], ordered[n // 2]
+    if lo is None or hi is None:
+        return None, len(reached)
+    return (lo + hi) / 2, len(reached)
+
+
 def welch(x, y):
     """(mean x - mean y, half-width of its 95% Welch interval)."""
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
@@ -48,6 +74,7 @@ def main():
     p.add_argument("--group-by", default="name")
     p.add_argument("--steps", default="100000,250000,500000,750000,1000000")
     p.add_argument("--last", type=int, default=5)
+    p.add_argument("--reach", default=None, help="levels, comma-separated (e.g. 0.5,0.8)")
     a = p.parse_args()
 
     from utils.results import load_runs
@@ -78,6 +105,20 @@ def main():
             d, h = welch(x[:, j], y[:, j])
             cells.append(f"{d:+.1f} [{d - h:+.1f}, {d + h:+.1f}]")
         print(f"| *{x_name} - {y_name}* | | " + " | ".join(cells) + " |")
+    if a.reach:
+        levels = [float(v) for v in a.reach.split(",")]
+        names = list(dict.fromkeys(n for pair in a.pair for n in reversed(pair.split(":", 1))))
+        print()
+        print("| group | seeds | " + " | ".join(f"first reaches {v:g}" for v in levels) + " |")
+        print("|---|---|" + "---|" * len(levels))
+        for name in names:
+            g = df[df[a.group_by] == name]
+            cells = []
+            for level in levels:
+                step, k = median_reach(list(first_reach(g, level).values()))
+                n = g["run_dir"].nunique()
+                cells.append(f"{'not reached' if step is None else f'{step / 1000:.0f}k'} ({k}/{n} seeds)")
+            print(f"| {name} | {g['run_dir'].nunique()} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
