@@ -14,7 +14,8 @@ runs shown, is above each threshold). All come with 95% stratified-bootstrap int
 evaluation tools). --reference CSV draws a reference band (columns t_env, low, high; optional
 task, label, source) on each panel and writes <out>_reference.csv: for every run, at how many of
 the band's steps it lies outside. One panel per task (map, scenario or env key) when several are
-present.
+present. Runs on the built-in simulators (skirmish, skirmish_v2) get a line on the figure and under
+the table saying they are not StarCraft II.
 """
 
 import argparse
@@ -65,6 +66,20 @@ BOOKKEEPING = {
     "buffer_cpu_only",
 }
 BOOKKEEPING_PREFIXES = ("team_checkpoints.",)
+# Said on every figure and table of runs on the built-in simulators, so that no plot of them can
+# pass for StarCraft II results.
+SIMULATOR_NOTES = {
+    "skirmish": "skirmish: the built-in StarCraft-style simulator with SMAC's interface, calibrated "
+    "to published StarCraft II figures; not StarCraft II",
+    "skirmish_v2": "skirmish_v2: the built-in simulator with SMACv2's interface, set against "
+    "SMACv2's published curves; not StarCraft II",
+}
+
+
+def simulator_note(df):
+    """-> one line naming the built-in simulators these runs used, or "" if none."""
+    envs = sorted(set(df["env"].dropna().astype(str))) if "env" in df.columns else []
+    return "; ".join(SIMULATOR_NOTES[e] for e in envs if e in SIMULATOR_NOTES)
 
 
 def parse_args(argv):
@@ -549,14 +564,17 @@ def main(argv=None):
         ax.set_ylabel(a.metric)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
+    note = simulator_note(df)
+    fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=7, style="italic")
     fig.savefig(out + ".png", dpi=120)
     plt.close(fig)
 
     table = summary_table(df, a.metric)
     table.to_csv(out + ".csv", index=False)
     with open(out + ".md", "w") as f:
-        f.write(markdown(table))
+        f.write(markdown(table) + (f"\n*{note}.*\n" if note else ""))
     written = [out + ".png", out + ".csv", out + ".md"]
 
     if a.aggregate:

@@ -475,3 +475,19 @@ def test_plot_never_pools_ablations_or_a_user_config_with_the_stock_runs(tmp_pat
     assert "group 'differ_qmix_transformer' averages 6 runs" in err and "transformer_n_layers" in err
     assert "group 'differ_qmix' averages 4 runs whose configs differ in hidden_dim" in err
     assert groups_of(out) == {"differ_qmix_transformer": 6, "differ_qmix": 4}
+
+
+def test_plots_of_simulator_runs_say_they_are_not_starcraft_ii(tmp_path):
+    root = tmp_path / "r"
+    fake_record(root, 1, 1)  # env skirmish
+    fake_record(root, 2, 2)
+    out = str(tmp_path / "plot")
+    assert plot.main([str(root), "--out", out]) == 0
+    with open(out + ".md") as f:
+        assert "not StarCraft II" in f.read()
+    other = tmp_path / "mpe"
+    fake_record(other, 1, 1, env="mpe")
+    fake_record(other, 2, 2, env="mpe")
+    assert plot.main([str(other), "--out", out]) == 0
+    with open(out + ".md") as f:
+        assert "StarCraft" not in f.read()
