@@ -1,6 +1,7 @@
 """Run a grid of configurations x seeds, each as its own Sacred run.
 
-    python src/sweep.py SWEEP.yaml [--dry-run] [--backend local|ray] [--workers N] [--ray-address A]
+    python src/sweep.py SWEEP.yaml [--dry-run] [--only KEY=VALUE] [--backend local|ray] [--workers N]
+        [--ray-address A]
     python src/sweep.py --config qmix --env-config mpe --seeds 1,2,3 [key=value ...]
 
 A sweep file:
@@ -352,6 +353,15 @@ def parse_args(argv):
     p.add_argument(
         "--restart", action="store_true", help="start stopped runs over, not from their checkpoints"
     )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="start only the runs whose KEY (a grid or override key, seed, config or env_config) "
+        "equals VALUE (repeatable; the others are held back, e.g. while a simulator change that "
+        "concerns them is pending)",
+    )
     p.add_argument("--backend", choices=["local", "ray"], help="overrides the file's backend")
     p.add_argument("--workers", type=int, help="local backend: parallel runs (0 = one per core)")
     p.add_argument("--ray-address", help="ray backend: cluster address (default: a local runtime)")
@@ -404,8 +414,14 @@ def main(argv=None):
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    try:
+        wanted = selected(runs, a.only)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     done, busy, todo = plan(spec, runs, a)
-    report(spec, runs, done, busy)
+    todo = [r for r in todo if r["key"] in wanted]
+    report(spec, runs, done, busy, wanted)
     if a.dry_run or not todo:
         return 0
     return execute(spec, todo, a)
@@ -422,6 +438,30 @@ def load(a):
     for run in runs:
         run["checkpointing"] = checkpointing(load_config(command(run, spec)[2:]), run, spec)
     return spec, runs
+
+
+def selected(runs, only):
+    """-> keys of the runs that every KEY=VALUE of --only matches (all runs without --only)."""
+    wanted = keys(runs)
+    for item in only:
+        if "=" not in item:
+            raise ConfigError(f"--only '{item}' must look like KEY=VALUE")
+        k, v = item.split("=", 1)
+        value = yaml.safe_load(v)
+
+        def field(run, k=k):
+            fields = {"seed": run["seed"], "config": run["config"], "env_config": run["env_config"]}
+            return fields[k] if k in fields else run["overrides"].get(k, _MISSING)
+
+        known = {"seed", "config", "env_config"} | {k2 for r in runs for k2 in r["overrides"]}
+        if k not in known:
+            valid = ", ".join(sorted(known))
+            raise ConfigError(f"--only key '{k}' is not set by this sweep; valid keys: {valid}")
+        wanted &= {r["key"] for r in runs if field(r) == value or str(field(r)) == v}
+    return wanted
+
+
+_MISSING = object()
 
 
 def plan(spec, runs, a):
@@ -451,8 +491,8 @@ def plan(spec, runs, a):
     return done, busy, todo
 
 
-def report(spec, runs, done, busy):
-    """One line a run: done, busy, resume (from where) or run."""
+def report(spec, runs, done, busy, wanted=None):
+    """One line a run: done, busy, held (by --only), resume (from where) or run."""
     print(
         f"sweep {spec['experiment']}: {len(runs)} runs, {len(done & keys(runs))} already completed"
         + (f", {len(busy & keys(runs))} running now in another process (left to it)" if busy else "")
@@ -462,6 +502,8 @@ def report(spec, runs, done, busy):
             print("  done   " + describe(r))
         elif r["key"] in busy:
             print("  busy   " + describe(r))
+        elif wanted is not None and r["key"] not in wanted:
+            print("  held   " + describe(r))
         elif r.get("resume"):
             where = ", in the archive" if r["resume"].get("archived") else ""
             print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']}{where})")

@@ -82,6 +82,27 @@ def test_dry_run_lists_the_full_grid(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "r")
 
 
+def test_only_holds_back_the_runs_it_does_not_match(tmp_path, capsys):
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        tmp_path / "r",
+        grid={"config": ["qmix", "vdn"], "env_args.scenario": ["simple_spread_v3", "simple_reference_v3"]},
+    )
+    argv = [spec, "--dry-run", "--only", "env_args.scenario=simple_spread_v3", "--only", "config=vdn"]
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    run = [line for line in out.splitlines() if line.startswith("  run ")]
+    held = [line for line in out.splitlines() if line.startswith("  held ")]
+    assert len(held) == 6 and len(run) == 2  # two seeds of the one matching point
+    assert all("--config=vdn" in line and "simple_spread_v3" in line for line in run)
+    assert sweep.main([spec, "--dry-run", "--only", "seed=2"]) == 0
+    run = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  run ")]
+    assert len(run) == 4 and all(line.endswith("seed=2") for line in run)
+    assert sweep.main([spec, "--dry-run", "--only", "scenario=x"]) == 2
+    err = capsys.readouterr().err
+    assert "--only key 'scenario' is not set by this sweep" in err and "env_args.scenario" in err
+
+
 def test_sweep_order_is_seed_major():
     # A sweep stopped part way must have every configuration at its first seeds.
     runs = sweep.expand({"grid": {"config": ["qmix", "vdn", "iql"]}, "seeds": [1, 2]})
