@@ -21,9 +21,10 @@ each beside it, with its Wilson interval and the error:
 
     OMP_NUM_THREADS=1 python bench/skirmish_calibration.py --reference [--episodes 100]
 
---placement what-if: the search for each created unit's free spot (spawn.py) starts from another
-direction than toward the other team (back, side, north, south, east, west), or from a random one
-at every reset (random); it shows how much the heuristic's outcome rests on start positions:
+--placement: the env's own layouts, random (drawn at every reset, the default) or toward (one fixed
+layout, the search for each created unit's free spot starting on the side facing the other team),
+or a what-if where that search starts from another fixed direction (back, side, north, south,
+east, west); it shows how much the heuristic's outcome rests on start positions:
 
     OMP_NUM_THREADS=1 python bench/skirmish_calibration.py --reference --placement side
 
@@ -223,12 +224,12 @@ def compare(path_a, path_b):
 
 
 PLACEMENTS = ("toward", "back", "side", "north", "south", "east", "west", "random")
-PLACEMENT = "toward"  # env_args.placement of the skirmish envs made here (--placement random)
+PLACEMENT = "random"  # env_args.placement of the skirmish envs made here (--placement)
 
 
 def use_placement(how):
     """Patch spawn.pack (this process only) to start each unit's search for a free spot from a
-    fixed direction; "random" is the env's own option (env_args.placement=random)."""
+    fixed direction; "random" and "toward" are the env's own options (env_args.placement)."""
     if how in ("toward", "random"):
         return
     import math
@@ -285,7 +286,7 @@ def main():
     p.add_argument(
         "--reference", action="store_true", help="SMAC's heuristic against the SMAC paper's figures"
     )
-    p.add_argument("--placement", choices=PLACEMENTS, default="toward", help="what-if start positions")
+    p.add_argument("--placement", choices=PLACEMENTS, default="random", help="start positions (what-ifs too)")
     a = p.parse_args()
     use_placement(a.placement)
     global PLACEMENT

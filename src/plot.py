@@ -152,9 +152,19 @@ def apply_filters(df, filters):
     return df
 
 
+# What a record that lacks a key ran with, where that is not the key's default today: a default
+# that changed after records were made without the key.
+ABSENT_MEANS = {"env_args.placement": "toward"}
+
+
+def absent_value(key, defaults):
+    return ABSENT_MEANS[key] if key in ABSENT_MEANS else defaults.get(key)
+
+
 def differing_keys(runs, defaults):
     """Config keys (not bookkeeping) whose values differ among `runs` (one row per run). A key a
-    run lacks (recorded before the key existed) counts as its default.yaml value."""
+    run lacks (recorded before the key existed) counts as its default.yaml value, or as what
+    ABSENT_MEANS says it ran with."""
     out = []
     for col in runs.columns:
         if (
@@ -164,7 +174,7 @@ def differing_keys(runs, defaults):
             or col.startswith(BOOKKEEPING_PREFIXES)
         ):
             continue
-        values = runs[col].map(lambda v, c=col: _plain(defaults.get(c) if _missing(v) else v))
+        values = runs[col].map(lambda v, c=col: _plain(absent_value(c, defaults) if _missing(v) else v))
         if values.nunique() > 1:
             out.append(col)
     return out
@@ -213,7 +223,8 @@ def split_groups(df, explicit):
             )
             continue
         for run, row in members.iterrows():
-            label[run] = f"{group} ({', '.join(f'{k}={_show(row[k], defaults.get(k))}' for k in keys)})"
+            shown = ", ".join(f"{k}={_show(row[k], absent_value(k, defaults))}" for k in keys)
+            label[run] = f"{group} ({shown})"
     return df["run_dir"].map(label)
 
 

@@ -512,3 +512,15 @@ def test_plots_of_simulator_runs_say_they_are_not_starcraft_ii(tmp_path):
     assert plot.main([str(other), "--out", out]) == 0
     with open(out + ".md") as f:
         assert "StarCraft" not in f.read()
+
+
+def test_records_from_before_the_random_layout_default_count_as_toward(tmp_path):
+    root = tmp_path / "r"
+    old = {"map_name": "2s3z"}  # recorded before env_args.placement existed, or with its old default
+    fake_record(root, 1, 1, name="qmix", env_args={**old, "seed": 1})
+    fake_record(root, 2, 2, name="qmix", env_args={**old, "placement": "toward", "seed": 2})
+    fake_record(root, 3, 1, name="qmix", env_args={**old, "placement": "random", "seed": 1})
+    fake_record(root, 4, 2, name="qmix", env_args={**old, "placement": "random", "seed": 2})
+    out = str(tmp_path / "plot")
+    assert plot.main([str(root), "--out", out]) == 0
+    assert groups_of(out) == {"qmix (env_args.placement=toward)": 2, "qmix (env_args.placement=random)": 2}

@@ -78,14 +78,16 @@ def test_mirror_matches_are_fair(name):
 
 
 def test_spawns_are_mirror_images_in_creation_order():
+    """The toward rule: one layout, the enemy's the agents' turned half a circle (the random rule
+    draws each team's layout apart; its fairness is the mirror matches' test)."""
     for name in ("2s3z", "MMM", "1c3s5z", "bane_vs_bane"):
-        env = SkirmishEnv(map_name=name, seed=0)
+        env = SkirmishEnv(map_name=name, seed=0, placement="toward")
         na = env.n_agents
         ally = sorted(zip(env.kinds[:na], map(tuple, np.round(env._spawn[:na], 6)), strict=True))
         enemy = sorted(zip(env.kinds[na:], map(tuple, np.round(32.0 - env._spawn[na:], 6)), strict=True))
         assert ally == enemy
     # the first unit created stands on the spawn point; the Medivac flies above the infantry
-    env = SkirmishEnv(map_name="MMM", seed=0)
+    env = SkirmishEnv(map_name="MMM", seed=0, placement="toward")
     assert np.allclose(env._spawn[env.n_agents], (23.0, 16.0))  # first enemy Marine
     assert np.allclose(env._spawn[env.n - 1], (23.0, 16.0))  # the enemy Medivac, created last
     # no two ground units overlap at the start
@@ -240,6 +242,51 @@ def test_baneling_burst_on_a_clump_and_on_death():
     env.hp[bane] = 0.0  # killed before the loop resolves
     env.step(hold(env))
     assert not env.alive[lings[0]] and not env.alive[lings[1]] and env.alive[lings[2:]].all()
+
+
+def zerglings_striking(env, target, lings, loops):
+    """Per loop, how many of `lings` stand within striking reach of `target` (which stands)."""
+    reach = UNIT_RANGE_ZERGLING + 0.375 + env.radius[target]
+    counts = []
+    for _ in range(loops):
+        env.step(hold(env))
+        d = np.hypot(*(env.pos[lings] - env.pos[target]).T)
+        counts.append(int(((d <= reach + 1e-6) & env.alive[lings]).sum()))
+    return np.array(counts)
+
+
+UNIT_RANGE_ZERGLING = 0.1
+
+
+def test_zerglings_surround_a_standing_zealot():
+    """SC2's melee units flow round the friends already striking a target to the free places
+    beside it: some 6 to 8 Zerglings surround a unit of the Zealot's size. Twelve Zerglings run
+    at a standing Zealot that cannot die, in the open: after they arrive, at least 6 strike on
+    average and the ring fills to 7 or 8 (it holds 8: its circumference over a Zergling's
+    width); lined up behind the first few, they would strike 3 or 4 at a time."""
+    env = SkirmishEnv(map_name="corridor", seed=0, attack_jitter=False, step_mul=1)
+    na = env.n_agents
+    lings = [na + k for k in range(12)]
+    clear_scene(env, {0, *lings})
+    env.pos[0] = (21.0, 20.0)
+    for k, z in enumerate(lings):
+        env.pos[z] = (24.0 + 0.8 * (k % 4), 23.0 + 0.8 * (k // 4))
+    env.cooldown[:] = 0.0
+    env.hp[0] = 1e6
+    counts = zerglings_striking(env, 0, lings, 160)
+    first = int(np.flatnonzero(counts)[0])
+    settled = counts[first + 32 :]  # two seconds after the first strike
+    ring = 2 * math.pi * (0.5 + 0.375 + UNIT_RANGE_ZERGLING) / (2 * 0.375)
+    assert counts.max() <= int(ring)
+    assert settled.mean() >= 6.0 and settled.max() >= 7, (settled.mean(), settled.max())
+    # where the way in is free, a Zergling goes straight at its target, as before
+    env = SkirmishEnv(map_name="corridor", seed=0, attack_jitter=False, step_mul=1)
+    clear_scene(env, {0, na})
+    env.pos[0], env.pos[na] = (21.0, 20.0), (25.0, 20.0)
+    start = env.pos[na].copy()
+    env.step(hold(env))
+    moved = env.pos[na] - start
+    assert moved[0] < 0 and abs(moved[1]) < 1e-9
 
 
 def test_shields_absorb_a_hit_without_armour():
@@ -440,14 +487,15 @@ def test_heuristic_ai_plays_smacs_heuristic():
     assert env.battles_game == 10 and wins == env.battles_won
 
 
-def test_random_placement_lays_units_out_anew_each_reset_and_keeps_the_default_fixed():
+def test_placement_is_drawn_anew_each_reset_by_default_and_toward_keeps_one_layout():
     from envs.skirmish.maps import UNITS
     from utils.errors import ConfigError
 
-    fixed = SkirmishEnv(map_name="2s3z", seed=5)
+    fixed = SkirmishEnv(map_name="2s3z", seed=5, placement="toward")
     fixed.reset()
     fixed.reset()
-    assert np.allclose(fixed._spawn, SkirmishEnv(map_name="2s3z", seed=9)._spawn)  # no draw
+    assert np.allclose(fixed._spawn, SkirmishEnv(map_name="2s3z", seed=9, placement="toward")._spawn)
+    assert SkirmishEnv(map_name="2s3z").placement == "random"  # the default
     env, twin = SkirmishEnv(map_name="2s3z", seed=5, placement="random"), None
     layouts = [env._spawn.copy()]
     for _ in range(3):

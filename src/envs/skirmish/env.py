@@ -4,11 +4,12 @@ Exact (SMAC's rules): constructor arguments, action indices and availability, ob
 state layouts and normalisation, reward arithmetic and scaling, termination, stats, per-map sizes,
 SMAC's own heuristic agents (heuristic_ai). Modelled on SC2 (4.10-era unit data, Normal speed):
 every game loop resolved (sim.py), units created in the map's order and packed around their spawn
-points (spawn.py), enemies that attack-move, acquire, chase and retaliate, enemy Medivacs that
-heal, Baneling bursts on contact and on death, Colossus beams, per-hit shields and armour, random
-cooldown variation (attack_jitter), paths around walls (terrain.py). Approximate: collisions are
-pairwise pushes with local avoidance (moving units steer round standing friends), not SC2's;
-acquisition radii and the jitter's range are calibrated guesses.
+points (spawn.py; each team's packing drawn at every reset with placement=random, the default),
+melee units surrounding their target, enemies that attack-move, acquire, chase and retaliate,
+enemy Medivacs that heal, Baneling bursts on contact and on death, Colossus beams, per-hit shields
+and armour, random cooldown variation (attack_jitter), paths around walls (terrain.py).
+Approximate: collisions are pairwise pushes with local avoidance (moving units steer round
+standing friends), not SC2's; acquisition radii and the jitter's range are calibrated guesses.
 """
 
 import math

@@ -2,7 +2,8 @@
 
 One call advances the battle `n_loops` loops. Per loop, in order: target upkeep (agents drop dead
 targets; enemies keep, release or acquire one, retaliate against agents that hit them, Medivacs
-pick whom to heal), desired motion (orders, chasing, path-following around walls), collisions,
+pick whom to heal), desired motion (orders, chasing, melee units going round to a free place
+beside their target, path-following around walls), collisions,
 weapons (cooldowns, shots of the loop resolved together, Colossus beam, Baneling bursts on
 contact and on death), healing and regeneration. The kernel is compiled with numba when it is
 installed (the loop is sequential, and at <= 66 units numpy's per-call overhead would cost more
@@ -41,6 +42,15 @@ RETALIATE_LOOPS = 16  # an enemy hit within this many loops answers its attacker
 AVOID_LOOKAHEAD = 1.0  # cells ahead within which a standing friend is steered around
 AVOID_MARGIN = 0.05  # clearance kept when passing it
 ARRIVE = 0.5  # enemies stop this close to their attack-move point
+# Melee surround: SC2's melee units flow round the friends already striking their target to a
+# free place beside it (the arrival behaviour of Blizzard's GDC 2011 navigation talk; some 6 to 8
+# Zerglings surround a Marauder). A melee attacker near its target whose straight way in is
+# taken heads for the nearest free place on the ring where it could strike, going round outside
+# the ring of attackers.
+MELEE_RANGE = 0.5  # weapon ranges up to this count as melee (Zealot, Zergling, Baneling)
+SURROUND_NEAR = 3.0  # distance beyond the striking ring within which a melee attacker looks for a place
+SURROUND_STEP = math.pi / 18  # angle between the candidate places on the ring
+SURROUND_SLACK = 0.05  # overlap tolerated between a candidate place and a unit standing there
 
 # unit order kinds
 IDLE, MOVE, ATTACK, HEAL = 0, 1, 2, 3
@@ -323,11 +333,15 @@ def run_loops(
             if not moving[i]:
                 continue
             tx, ty = dest[i, 0], dest[i, 1]
-            if use_paths and not ints[i, FLYING] and ints[i, KIND] != K_COLOSSUS:
+            t = target[i]
+            around = False
+            if t >= 0 and flt[i, RANGE] <= MELEE_RANGE and tx == pos[t, 0] and ty == pos[t, 1]:
+                around, tx, ty = _surround(flt, ints, alive, grid, pos, i, t)
+            if not around and use_paths and not ints[i, FLYING] and ints[i, KIND] != K_COLOSSUS:
                 tx, ty = _waypoint(grid, fields, pos[i, 0], pos[i, 1], tx, ty)
             dx, dy = tx - pos[i, 0], ty - pos[i, 1]
             length = math.hypot(dx, dy)
-            if length > 1e-9:
+            if length > 1e-9 and not around:
                 dx, dy = _steer(flt, ints, alive, moving, facing, pos, i, dx / length, dy / length)
                 dx, dy = dx * length, dy * length
             step = flt[i, SPEED]
@@ -457,6 +471,68 @@ def run_loops(
                 sh[i] = min(sh[i] + SHIELD_REGEN, flt[i, SH_MAX])
             if ints[i, REGEN] and hp[i] < flt[i, HP_MAX]:
                 hp[i] = min(hp[i] + ZERG_REGEN, flt[i, HP_MAX])
+
+
+@njit(cache=True)
+def _free_place(flt, ints, alive, grid, pos, i, t, x, y):
+    """Whether unit i could stand at (x, y): a pathable cell, no other living unit of its
+    collision class (either team, the target aside) overlapping it by more than the slack."""
+    if x < 0.0 or y < 0.0 or x >= 32.0 or y >= 32.0 or not grid[int(x), int(y)]:
+        return False
+    for j in range(pos.shape[0]):
+        if j == i or j == t or not alive[j] or ints[j, CLASS] != ints[i, CLASS]:  # noqa: SIM109 (numba)
+            continue
+        if math.hypot(pos[j, 0] - x, pos[j, 1] - y) < flt[i, RADIUS] + flt[j, RADIUS] - SURROUND_SLACK:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _surround(flt, ints, alive, grid, pos, i, t):
+    """-> (whether melee unit i goes round to a place beside its target t, where it heads).
+
+    The places are points of the ring at which i would strike t, every SURROUND_STEP from i's own
+    bearing; the nearest free one is chosen.
+    Far from t (beyond SURROUND_NEAR), or with the place straight ahead free, i heads at t as
+    before; with every place taken it waits behind."""
+    rx, ry = pos[i, 0] - pos[t, 0], pos[i, 1] - pos[t, 1]
+    d = math.hypot(rx, ry)
+    ring = flt[t, RADIUS] + flt[i, RADIUS] + 0.5 * flt[i, RANGE]
+    if d < 1e-9 or d > ring + SURROUND_NEAR:
+        return False, pos[t, 0], pos[t, 1]
+    bearing = math.atan2(ry, rx)
+    if _free_place(
+        flt,
+        ints,
+        alive,
+        grid,
+        pos,
+        i,
+        t,
+        pos[t, 0] + ring * math.cos(bearing),
+        pos[t, 1] + ring * math.sin(bearing),
+    ):
+        return False, pos[t, 0], pos[t, 1]
+    # equals: counter-clockwise first, for both teams (a mirrored battle is the same battle turned
+    # half a circle, which keeps the sense of rotation)
+    first = 1.0
+    n = int(math.pi / SURROUND_STEP)
+    for k in range(1, n + 1):
+        for sign in (first, -first):
+            a = bearing + sign * k * SURROUND_STEP
+            px, py = pos[t, 0] + ring * math.cos(a), pos[t, 1] + ring * math.sin(a)
+            if not _free_place(flt, ints, alive, grid, pos, i, t, px, py):
+                continue
+            # near the place's bearing: step into it; else go round outside the attackers
+            if k * SURROUND_STEP * d <= 2.0 * flt[i, RADIUS] + flt[i, SPEED]:
+                return True, px, py
+            outside = ring + 2.0 * flt[i, RADIUS]
+            ux, uy = rx / d, ry / d
+            vx = -sign * uy + (outside - d) * ux
+            vy = sign * ux + (outside - d) * uy
+            norm = math.hypot(vx, vy)
+            return True, pos[i, 0] + vx / norm * d, pos[i, 1] + vy / norm * d
+    return False, pos[t, 0], pos[t, 1]
 
 
 @njit(cache=True)
