@@ -101,6 +101,16 @@ def test_missing_smac_names_what_to_install(monkeypatch, capsys):
     assert "needs SMAC" in err and "install_sc2.sh" in err and "StarCraft II" in err
 
 
+def test_simulator_options_are_refused_by_name_before_smac_loads(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "smac", None)  # the refusal comes first, SMAC or not
+    argv = ["--env-config=sc2", "with", "env_args.map_name=3m", "env_args.placement=random"]
+    assert main.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "env_args placement" in err and "--env-config=skirmish" in err and "needs SMAC" not in err
+    with pytest.raises(ConfigError, match="attack_jitter, builtin_agents"):
+        sc2_env.validate_env_args({"map_name": "3m", "builtin_agents": True, "attack_jitter": False})
+
+
 def test_smac3_is_told_by_its_files_not_by_a_failed_import(monkeypatch):
     monkeypatch.setattr(sc2_env.importlib.metadata, "packages_distributions", lambda: {"smac": ["smac"]})
     smac3 = ["smac/__init__.py", "smac/facade/hyperparameter_optimization_facade.py"]

@@ -118,7 +118,20 @@ def is_launch_error(e):
     )
 
 
+def simulator_only_keys(env_args):
+    """Refuse skirmish's own options (StarCraft II has no such settings), before anything loads."""
+    from envs.skirmish.args import SIM_CHOICES, SIM_DEFAULTS
+
+    extra = sorted(k for k in env_args if k in SIM_DEFAULTS or k in SIM_CHOICES)
+    if extra:
+        raise ConfigError(
+            f"env_args {', '.join(extra)}: options of the built-in simulator (--env-config=skirmish), "
+            "which StarCraft II does not have; leave them out with --env-config=sc2"
+        )
+
+
 def validate_env_args(env_args):
+    simulator_only_keys(env_args)
     load_smac()
     check_starcraft()
     if not env_args.get("common_reward", True):
