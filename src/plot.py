@@ -576,9 +576,15 @@ def main(argv=None):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     note = simulator_note(df)
-    fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
     if note:
+        import textwrap
+
+        note = textwrap.fill(note, width=int(fig.get_figwidth() * 16))  # about 16 characters an inch at 7 pt
+        lines = note.count("\n") + 1
+        fig.tight_layout(rect=(0, 0.035 * lines + 0.01, 1, 1))
         fig.text(0.01, 0.01, note, fontsize=7, style="italic")
+    else:
+        fig.tight_layout()
     fig.savefig(out + ".png", dpi=120)
     plt.close(fig)
 
