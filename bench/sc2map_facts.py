@@ -1,6 +1,6 @@
 """What StarCraft II's own map files say about each SMAC map, set beside skirmish's maps.py.
 
-    python bench/sc2map_facts.py MAPS_DIR [--maps 2s3z 3s5z ...] [--units]
+    python bench/sc2map_facts.py MAPS_DIR [--maps 2s3z 3s5z ...] [--units] [--heights FILE]
 
 MAPS_DIR holds SMAC's SC2Map files (SMAC's SMAC_Maps folder, e.g. from oxwhirl/smacv2's
 smacv2/env/starcraft2/maps/SMAC_Maps; the files are not shipped here). An SC2Map is an MPQ archive
@@ -9,7 +9,8 @@ many, for which player, at which point, in which order, and the order the enemy 
 Objects the named points, Base.SC2Data/GameData/UnitData.xml the map's unit overrides (the agents'
 <Unit>_RL copies). For every map this prints the facts and whether maps.py agrees: the teams in
 creation order, each group's spawn point, the enemy's order and its target. --units adds the _RL
-units' overridden fields beside skirmish's unit table.
+units' overridden fields beside skirmish's unit table. --heights FILE writes each map's terrain
+height per cell, as SMAC reads it (src/envs/skirmish/heights.txt is this file; see heights()).
 """
 
 import argparse
@@ -167,13 +168,61 @@ def unit_rows(facts):
     return rows
 
 
+def sync_heights(path):
+    """[33, 33] game heights of the map's vertices, [y, x], from t3SyncHeightMap: a 64-byte header
+    (magic, version, width, height, ...), then one little-endian uint32 a vertex whose low half is
+    the height in 1/256 (8.0 on the SMAC maps' playable ground, 2 more a cliff level up) and whose
+    high half is the vertex's cliff level."""
+    import mpyq
+    import numpy as np
+
+    data = mpyq.MPQArchive(path).read_file("t3SyncHeightMap")
+    if data[:4] != b"SMAP":
+        raise ValueError(f"{path}: t3SyncHeightMap does not start with SMAP")
+    w, h = np.frombuffer(data[8:16], "<u4")
+    v = np.frombuffer(data[64 : 64 + 4 * int(w) * int(h)], "<u4").reshape(int(h), int(w))
+    return (v & 0xFFFF) / 256.0
+
+
+def cell_bytes(vertex_heights):
+    """[32, 32] bytes, [y, x], of the heights at the cells' centres (the mean of their corners),
+    encoded as the game's terrain_height image: height -16..16 to 0..255 (python-sc2 decodes it as
+    -16 + 32 * byte / 255); SMAC's terrain_height is byte / 255."""
+    import numpy as np
+
+    z = vertex_heights
+    centre = (z[:-1, :-1] + z[1:, :-1] + z[:-1, 1:] + z[1:, 1:]) / 4.0
+    return np.clip(np.round((centre + 16.0) * 255.0 / 32.0), 0, 255).astype(int)
+
+
+HEIGHTS_HEAD = (
+    "# Terrain height of every cell of the SMAC maps as the game's terrain_height image gives it (one\n"
+    "# byte a cell, two hex digits; rows from y = 31 down, columns x = 0..31), from each map's\n"
+    "# t3SyncHeightMap: python bench/sc2map_facts.py MAPS_DIR --heights FILE\n"
+)
+
+
+def write_heights(names, maps_dir, out):
+    with open(out, "w") as f:
+        f.write(HEIGHTS_HEAD)
+        for name in names:
+            grid = cell_bytes(sync_heights(os.path.join(maps_dir, f"{name}.SC2Map")))
+            f.write(f"{name}\n")
+            for y in range(grid.shape[0] - 1, -1, -1):
+                f.write("".join(f"{b:02x}" for b in grid[y]) + "\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("maps_dir")
     p.add_argument("--maps", nargs="+", help="default: every map of maps.py found in MAPS_DIR")
     p.add_argument("--units", action="store_true", help="also the _RL units' overridden fields")
+    p.add_argument("--heights", metavar="FILE", help="write every map's cell heights to FILE")
     a = p.parse_args()
     names = a.maps or [n for n in MAPS if os.path.exists(os.path.join(a.maps_dir, f"{n}.SC2Map"))]
+    if a.heights:
+        write_heights(names, a.maps_dir, a.heights)
+        print(f"wrote the cell heights of {len(names)} maps to {a.heights}")
     disagree = 0
     print("| map | what | SC2Map | maps.py | agree |")
     print("|---|---|---|---|---|")

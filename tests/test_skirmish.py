@@ -286,13 +286,18 @@ def test_pathing_and_terrain_height_features_follow_smacs_probe_points():
     assert env.get_obs_move_feats_size() == 4 + 8 + 9
     layout = env.get_env_info()["obs_entities"]
     assert layout[0]["dim"] == 21 and sum(e["count"] * e["dim"] for e in layout) == len(env.get_obs()[0])
-    # 3m's strip: pathable for y in [8, 24); cliff level 1 for y in [7, 24], 0 elsewhere
+    # 3m's strip: pathable for y in [8, 24); its ground stands at height 8 (byte 191 of the game's
+    # -16..16 scale), the walls round it fall to 1 (byte 135), cliff edges in between
     env.pos[0] = (10.3, 9.6)
     env._cache = None
     move = env.get_obs()[0][:21]
     # probes at (10, 13), (10, 5), (14, 9), (6, 9), (12, 11), (8, 7), (12, 7), (8, 11), then (10, 9)
     assert move[4:12].tolist() == [1, 0, 1, 1, 1, 0, 0, 1]
-    np.testing.assert_allclose(move[12:], [0.625, 0.5, 0.625, 0.625, 0.625, 0.625, 0.625, 0.625, 0.625])
+    probes = [(10, 13), (10, 5), (14, 9), (6, 9), (12, 11), (8, 7), (12, 7), (8, 11), (10, 9)]
+    np.testing.assert_allclose(move[12:], [env.terrain_height[p] for p in probes], rtol=1e-6)
+    ground = round((8 + 16) * 255 / 32) / 255
+    np.testing.assert_allclose(move[[12, 14, 15, 16, 19, 20]], ground, rtol=1e-6)
+    assert move[13] < ground and env.terrain_height[10, 2] == 135 / 255
     unit = env.agents[0]
     assert env.get_surrounding_pathing(unit) == move[4:12].tolist()
     np.testing.assert_allclose(env.get_surrounding_height(unit), move[12:])
@@ -302,5 +307,27 @@ def test_pathing_and_terrain_height_features_follow_smacs_probe_points():
     # 2c_vs_64zg's ramps lie between the levels they join
     from envs.skirmish import terrain
 
-    h = terrain.height("L6")
+    h = terrain.height("L6", "2c_vs_64zg")
     assert h.min() >= 0.5 and h.max() <= 1.0 and len(np.unique(h)) > 3
+    lv = terrain.cliffs("L6")
+    assert h[lv == 2].mean() > h[lv == 1].mean() > h[lv == 0].mean()
+    # a map without its heights falls back on its cliff levels
+    assert np.allclose(terrain.height("L6"), 0.5 + 0.125 * lv)
+
+
+def test_heights_decode_the_game_s_height_map_format():
+    """bench/sc2map_facts.py's reading of t3SyncHeightMap (uint32 a vertex: height in 1/256 below,
+    cliff level above) and the game's byte scale (-16..16 over 0..255), on a hand-made grid."""
+    import importlib.util
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "bench", "sc2map_facts.py")
+    spec = importlib.util.spec_from_file_location("sc2map_facts", path)
+    facts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(facts)
+    z = np.full((33, 33), 8.0)
+    z[:, :4] = 1.0  # a low strip: x = 0..3
+    b = facts.cell_bytes(z)
+    assert b.shape == (32, 32) and b[5, 10] == 191 and b[5, 1] == 135
+    assert 135 < b[5, 3] < 191  # a cell with two corners down and two up: halfway

@@ -79,7 +79,9 @@ SIM_OPTIONS = dict(
     hunt_tick_loops=8,  # the map trigger's period (0.5 game seconds)
     hunt_tick_phase=0,
     reset_preroll_loops=1,  # SMACv2 observes one loop after creating the units
-    terrain_height_value=0.5,
+    # 32x32_flat's ground stands at height 8 everywhere (its t3SyncHeightMap): byte 191 of the
+    # game's -16..16 scale, as SMACv2 reads terrain_height (byte / 255)
+    terrain_height_value=191 / 255,
 )
 FRAMEWORK_KEYS = {"scenario", "sim_options"}
 

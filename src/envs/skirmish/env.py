@@ -68,7 +68,7 @@ class SkirmishEnv(SmacEncoding, Battle, SmacHelpers, MultiAgentEnv):
         self.episode_limit = m["limit"]
         self.grid = terrain.grid(m["layout"])
         self.pathing_grid = self.grid
-        self.terrain_height = terrain.height(m["layout"])
+        self.terrain_height = terrain.height(m["layout"], self.map_name)
         self._fields = terrain.fields(m["layout"])
         ally_created, enemy_created = _creation(m, self.map_name, 0), _creation(m, self.map_name, 1)
         # agents in SMAC's order: by type index, then (after spawning) x, y

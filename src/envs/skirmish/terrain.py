@@ -15,8 +15,8 @@ NON_CONVEX = ("L4", "L6", "L7", "L8")
 _GRIDS = None
 _FIELDS = {}
 _CLIFFS = None
-# terrain_height from cliff levels: SMAC reads heights from the game (byte / 255), which the map
-# files do not give exactly; a monotone map of the levels stands in (C tier, env_args can override)
+_HEIGHTS = None
+# terrain_height of a map without an entry in heights.txt: a monotone map of its cliff levels
 HEIGHT_BASE, HEIGHT_PER_LEVEL = 0.5, 0.125
 
 
@@ -95,6 +95,30 @@ def cliffs(layout):
     return level
 
 
-def height(layout):
-    """[32, 32] terrain_height in [0, 1] as SMAC exposes it, from the cliff levels."""
+def load_heights(path=None):
+    """{map name: [32, 32] uint8 [x, y]} from heights.txt (bench/sc2map_facts.py --heights)."""
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "heights.txt")
+    maps, name, rows = {}, None, []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if len(line) != 64:  # a map's name
+                name, rows = line, []
+                maps[name] = rows
+            else:
+                rows.append([int(line[k : k + 2], 16) for k in range(0, 64, 2)])
+    return {n: np.array(r, dtype=np.uint8)[::-1].T.copy() for n, r in maps.items()}
+
+
+def height(layout, map_name=None):
+    """[32, 32] terrain_height in [0, 1] as SMAC exposes it (the game's terrain_height byte / 255):
+    the map's own cell heights, read from its t3SyncHeightMap (heights.txt); for a map without
+    them, 0.5 + 0.125 x the cliff level of the layout's cells (ramps halfway)."""
+    global _HEIGHTS
+    if _HEIGHTS is None:
+        _HEIGHTS = load_heights()
+    if map_name in _HEIGHTS:
+        return _HEIGHTS[map_name] / 255.0
     return np.minimum(HEIGHT_BASE + HEIGHT_PER_LEVEL * cliffs(layout), 1.0)
