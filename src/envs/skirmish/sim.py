@@ -51,6 +51,9 @@ MELEE_RANGE = 0.5  # weapon ranges up to this count as melee (Zealot, Zergling, 
 SURROUND_NEAR = 3.0  # distance beyond the striking ring within which a melee attacker looks for a place
 SURROUND_STEP = math.pi / 18  # angle between the candidate places on the ring
 SURROUND_SLACK = 0.05  # overlap tolerated between a candidate place and a unit standing there
+# the candidate places' turns from the attacker's bearing: k * SURROUND_STEP, k = 1..18
+SURROUND_COS = np.cos(SURROUND_STEP * np.arange(1, int(round(math.pi / SURROUND_STEP)) + 1))
+SURROUND_SIN = np.sin(SURROUND_STEP * np.arange(1, int(round(math.pi / SURROUND_STEP)) + 1))
 
 # unit order kinds
 IDLE, MOVE, ATTACK, HEAL = 0, 1, 2, 3
@@ -188,6 +191,7 @@ def run_loops(
     loops since the units were created (advanced here), HUNT's tick period and its phase."""
     n = len(hp)
     shooters = np.empty(n, np.int64)
+    by_target = np.empty(n, np.int64)  # _surround's buffer
     in_range = np.zeros(n, np.bool_)
     moving = np.zeros(n, np.bool_)
     dest = np.empty((n, 2))
@@ -336,7 +340,7 @@ def run_loops(
             t = target[i]
             around = False
             if t >= 0 and flt[i, RANGE] <= MELEE_RANGE and tx == pos[t, 0] and ty == pos[t, 1]:
-                around, tx, ty = _surround(flt, ints, alive, grid, pos, i, t)
+                around, tx, ty = _surround(flt, ints, alive, grid, pos, i, t, by_target)
             if not around and use_paths and not ints[i, FLYING] and ints[i, KIND] != K_COLOSSUS:
                 tx, ty = _waypoint(grid, fields, pos[i, 0], pos[i, 1], tx, ty)
             dx, dy = tx - pos[i, 0], ty - pos[i, 1]
@@ -474,60 +478,60 @@ def run_loops(
 
 
 @njit(cache=True)
-def _free_place(flt, ints, alive, grid, pos, i, t, x, y):
-    """Whether unit i could stand at (x, y): a pathable cell, no other living unit of its
-    collision class (either team, the target aside) overlapping it by more than the slack."""
+def _free_place(flt, grid, pos, i, near, m, x, y):
+    """Whether unit i could stand at (x, y): a pathable cell, none of the m units in near[:m]
+    overlapping it by more than the slack."""
     if x < 0.0 or y < 0.0 or x >= 32.0 or y >= 32.0 or not grid[int(x), int(y)]:
         return False
-    for j in range(pos.shape[0]):
-        if j == i or j == t or not alive[j] or ints[j, CLASS] != ints[i, CLASS]:  # noqa: SIM109 (numba)
-            continue
-        if math.hypot(pos[j, 0] - x, pos[j, 1] - y) < flt[i, RADIUS] + flt[j, RADIUS] - SURROUND_SLACK:
+    for k in range(m):
+        j = near[k]
+        gap = flt[i, RADIUS] + flt[j, RADIUS] - SURROUND_SLACK
+        dx, dy = pos[j, 0] - x, pos[j, 1] - y
+        if dx * dx + dy * dy < gap * gap:
             return False
     return True
 
 
 @njit(cache=True)
-def _surround(flt, ints, alive, grid, pos, i, t):
+def _surround(flt, ints, alive, grid, pos, i, t, near):
     """-> (whether melee unit i goes round to a place beside its target t, where it heads).
 
     The places are points of the ring at which i would strike t, every SURROUND_STEP from i's own
-    bearing; the nearest free one is chosen.
-    Far from t (beyond SURROUND_NEAR), or with the place straight ahead free, i heads at t as
-    before; with every place taken it waits behind."""
+    bearing; the nearest free one is chosen: no other living unit of i's collision class (either
+    team, the target aside) overlaps it. Far from t (beyond SURROUND_NEAR), or with the place
+    straight ahead free, i heads at t as before; with every place taken it waits behind. near: a
+    buffer for the units close enough to t to cover a place."""
     rx, ry = pos[i, 0] - pos[t, 0], pos[i, 1] - pos[t, 1]
     d = math.hypot(rx, ry)
     ring = flt[t, RADIUS] + flt[i, RADIUS] + 0.5 * flt[i, RANGE]
     if d < 1e-9 or d > ring + SURROUND_NEAR:
         return False, pos[t, 0], pos[t, 1]
-    bearing = math.atan2(ry, rx)
-    if _free_place(
-        flt,
-        ints,
-        alive,
-        grid,
-        pos,
-        i,
-        t,
-        pos[t, 0] + ring * math.cos(bearing),
-        pos[t, 1] + ring * math.sin(bearing),
-    ):
+    # only a unit nearer t than the ring plus both radii can overlap a place on the ring
+    m = 0
+    for j in range(pos.shape[0]):
+        if j == i or j == t or not alive[j] or ints[j, CLASS] != ints[i, CLASS]:  # noqa: SIM109 (numba)
+            continue
+        reach = ring + flt[i, RADIUS] + flt[j, RADIUS] - SURROUND_SLACK
+        if math.hypot(pos[j, 0] - pos[t, 0], pos[j, 1] - pos[t, 1]) < reach:
+            near[m] = j
+            m += 1
+    ux, uy = rx / d, ry / d  # the attacker's bearing from its target
+    if _free_place(flt, grid, pos, i, near, m, pos[t, 0] + ring * ux, pos[t, 1] + ring * uy):
         return False, pos[t, 0], pos[t, 1]
     # equals: counter-clockwise first, for both teams (a mirrored battle is the same battle turned
     # half a circle, which keeps the sense of rotation)
-    first = 1.0
-    n = int(math.pi / SURROUND_STEP)
-    for k in range(1, n + 1):
-        for sign in (first, -first):
-            a = bearing + sign * k * SURROUND_STEP
-            px, py = pos[t, 0] + ring * math.cos(a), pos[t, 1] + ring * math.sin(a)
-            if not _free_place(flt, ints, alive, grid, pos, i, t, px, py):
+    for k in range(SURROUND_COS.shape[0]):
+        c, s_ = SURROUND_COS[k], SURROUND_SIN[k]
+        for sign in (1.0, -1.0):
+            # the bearing turned by sign * (k + 1) * SURROUND_STEP
+            bx, by = ux * c - sign * uy * s_, uy * c + sign * ux * s_
+            px, py = pos[t, 0] + ring * bx, pos[t, 1] + ring * by
+            if not _free_place(flt, grid, pos, i, near, m, px, py):
                 continue
             # near the place's bearing: step into it; else go round outside the attackers
-            if k * SURROUND_STEP * d <= 2.0 * flt[i, RADIUS] + flt[i, SPEED]:
+            if (k + 1) * SURROUND_STEP * d <= 2.0 * flt[i, RADIUS] + flt[i, SPEED]:
                 return True, px, py
             outside = ring + 2.0 * flt[i, RADIUS]
-            ux, uy = rx / d, ry / d
             vx = -sign * uy + (outside - d) * ux
             vy = sign * ux + (outside - d) * uy
             norm = math.hypot(vx, vy)
