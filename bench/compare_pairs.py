@@ -113,12 +113,12 @@ def main():
         print("|---|---|" + "---|" * len(levels))
         for name in names:
             g = df[df[a.group_by] == name]
+            n = g["run_dir"].nunique()
             cells = []
             for level in levels:
                 step, k = median_reach(list(first_reach(g, level).values()))
-                n = g["run_dir"].nunique()
                 cells.append(f"{'not reached' if step is None else f'{step / 1000:.0f}k'} ({k}/{n} seeds)")
-            print(f"| {name} | {g['run_dir'].nunique()} | " + " | ".join(cells) + " |")
+            print(f"| {name} | {n} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Objects the named points, Base.SC2Data/GameData/UnitData.xml the map's unit over
 <Unit>_RL copies). For every map this prints the facts and whether maps.py agrees: the teams in
 creation order, each group's spawn point, the enemy's order and its target. --units adds the _RL
 units' overridden fields beside skirmish's unit table. --heights FILE writes each map's terrain
-height per cell, as SMAC reads it (src/envs/skirmish/heights.txt is this file; see heights()).
+height per cell, as SMAC reads it (src/envs/skirmish/heights.txt is this file, read by terrain.height()).
 """
 
 import argparse

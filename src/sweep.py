@@ -411,10 +411,6 @@ def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         spec, runs = load(a)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
         wanted = selected(runs, a.only)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -440,28 +436,27 @@ def load(a):
     return spec, runs
 
 
+def run_field(run, key):
+    """A run's value of a --only key: seed, config, env_config, or a grid or override key."""
+    if key in ("seed", "config", "env_config"):
+        return run[key]
+    return run["overrides"][key]
+
+
 def selected(runs, only):
     """-> keys of the runs that every KEY=VALUE of --only matches (all runs without --only)."""
+    known = {"seed", "config", "env_config"} | {k for r in runs for k in r["overrides"]}
     wanted = keys(runs)
     for item in only:
         if "=" not in item:
             raise ConfigError(f"--only '{item}' must look like KEY=VALUE")
         k, v = item.split("=", 1)
-        value = yaml.safe_load(v)
-
-        def field(run, k=k):
-            fields = {"seed": run["seed"], "config": run["config"], "env_config": run["env_config"]}
-            return fields[k] if k in fields else run["overrides"].get(k, _MISSING)
-
-        known = {"seed", "config", "env_config"} | {k2 for r in runs for k2 in r["overrides"]}
         if k not in known:
             valid = ", ".join(sorted(known))
             raise ConfigError(f"--only key '{k}' is not set by this sweep; valid keys: {valid}")
-        wanted &= {r["key"] for r in runs if field(r) == value or str(field(r)) == v}
+        value = yaml.safe_load(v)
+        wanted &= {r["key"] for r in runs if run_field(r, k) == value or str(run_field(r, k)) == v}
     return wanted
-
-
-_MISSING = object()
 
 
 def plan(spec, runs, a):

@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from envs.multiagentenv import smac_entities
+from envs.skirmish.args import SIM_CHOICES, SIM_DEFAULTS
 from utils.errors import ConfigError
 
 INSTALL = (
@@ -120,8 +121,6 @@ def is_launch_error(e):
 
 def simulator_only_keys(env_args):
     """Refuse skirmish's own options (StarCraft II has no such settings), before anything loads."""
-    from envs.skirmish.args import SIM_CHOICES, SIM_DEFAULTS
-
     extra = sorted(k for k in env_args if k in SIM_DEFAULTS or k in SIM_CHOICES)
     if extra:
         raise ConfigError(

@@ -52,8 +52,8 @@ SURROUND_NEAR = 3.0  # distance beyond the striking ring within which a melee at
 SURROUND_STEP = math.pi / 18  # angle between the candidate places on the ring
 SURROUND_SLACK = 0.05  # overlap tolerated between a candidate place and a unit standing there
 # the candidate places' turns from the attacker's bearing: k * SURROUND_STEP, k = 1..18
-SURROUND_COS = np.cos(SURROUND_STEP * np.arange(1, int(round(math.pi / SURROUND_STEP)) + 1))
-SURROUND_SIN = np.sin(SURROUND_STEP * np.arange(1, int(round(math.pi / SURROUND_STEP)) + 1))
+_TURNS = SURROUND_STEP * np.arange(1, int(round(math.pi / SURROUND_STEP)) + 1)
+SURROUND_COS, SURROUND_SIN = np.cos(_TURNS), np.sin(_TURNS)
 
 # unit order kinds
 IDLE, MOVE, ATTACK, HEAL = 0, 1, 2, 3

@@ -20,24 +20,25 @@ _HEIGHTS = None
 HEIGHT_BASE, HEIGHT_PER_LEVEL = 0.5, 0.125
 
 
-def load_layouts(path=None):
-    """{layout name: bool grid[x, y]} from terrain.txt (rows from y = 31 down, '.' pathable)."""
-    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "terrain.txt")
-    layouts, name, rows = {}, None, []
-    with open(path) as f:
+def _blocks(filename, width):
+    """{name: [row strings]} of one of this folder's grid files: a line of `width` characters is a
+    row of the block named by the last other line before it; blank lines and other # lines are
+    comments (a row of terrain.txt may be all '#')."""
+    blocks, rows = {}, None
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)) as f:
         for line in f:
             line = line.strip()
-            if not line or line.startswith("#") and len(line) != 32:
-                continue
-            if line.startswith("L") and len(line) < 4:
-                if name:
-                    layouts[name] = rows
-                name, rows = line, []
-            else:
+            if len(line) == width:
                 rows.append(line)
-    layouts[name] = rows
+            elif line and not line.startswith("#"):
+                rows = blocks[line] = []
+    return blocks
+
+
+def load_layouts():
+    """{layout name: bool grid[x, y]} from terrain.txt (rows from y = 31 down, '.' pathable)."""
     grids = {}
-    for name, rows in layouts.items():
+    for name, rows in _blocks("terrain.txt", 32).items():
         grid = np.array([[c == "." for c in row] for row in rows], dtype=bool)  # [y from 31 down, x]
         grids[name] = grid[::-1].T.copy()  # -> grid[x, y]
     for x, y in CORRIDOR_CHOKE:
@@ -69,18 +70,7 @@ def cliffs(layout):
     of the lowest and highest level among their non-ramp neighbours."""
     global _CLIFFS
     if _CLIFFS is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cliffs.txt")
-        _CLIFFS, name, rows = {}, None, []
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                if line.startswith("L"):
-                    name, rows = line, []
-                    _CLIFFS[name] = rows
-                else:
-                    rows.append(line)
+        _CLIFFS = _blocks("cliffs.txt", 32)
     rows = _CLIFFS[layout]
     level = np.full((32, 32), np.nan)
     for k, row in enumerate(rows):  # rows from y = 31 down
@@ -95,21 +85,12 @@ def cliffs(layout):
     return level
 
 
-def load_heights(path=None):
+def load_heights():
     """{map name: [32, 32] uint8 [x, y]} from heights.txt (bench/sc2map_facts.py --heights)."""
-    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "heights.txt")
-    maps, name, rows = {}, None, []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if len(line) != 64:  # a map's name
-                name, rows = line, []
-                maps[name] = rows
-            else:
-                rows.append([int(line[k : k + 2], 16) for k in range(0, 64, 2)])
-    return {n: np.array(r, dtype=np.uint8)[::-1].T.copy() for n, r in maps.items()}
+    return {
+        name: np.array([list(bytes.fromhex(row)) for row in rows], dtype=np.uint8)[::-1].T.copy()
+        for name, rows in _blocks("heights.txt", 64).items()
+    }
 
 
 def height(layout, map_name=None):
