@@ -13,9 +13,10 @@ runs shown, is above each threshold). All come with 95% stratified-bootstrap int
 --marl-eval writes the runs in marl-eval's JSON layout (the format of BenchMARL's and Mava's
 evaluation tools). --reference CSV draws a reference band (columns t_env, low, high; optional
 task, label, source) on each panel and writes <out>_reference.csv: for every run, at how many of
-the band's steps it lies outside. One panel per task (map, scenario or env key) when several are
-present. Runs on the built-in simulators (skirmish, skirmish_v2) get a line on the figure and under
-the table saying they are not StarCraft II.
+the band's steps it lies outside; and <out>_reference_mean.csv: for every group, at how many of
+them the mean of its runs lies inside, above or below the band. One panel per task (map, scenario
+or env key) when several are present. Runs on the built-in simulators (skirmish, skirmish_v2) get
+a line on the figure and under the table saying they are not StarCraft II.
 """
 
 import argparse
@@ -485,6 +486,43 @@ def check_against_reference(df, ref):
     return pd.DataFrame(rows)
 
 
+def check_mean_against_reference(df, ref):
+    """Per group and task: the mean over its runs at each band step (each run interpolated between
+    its logged points; only steps every run covers), and at how many of them that mean lies inside
+    the band, above or below it. This is the check of a published curve against a group's seeds."""
+    import pandas as pd
+
+    rows = []
+    for (group, task), g in df.groupby(["group", "task"], sort=True):
+        band = reference_for(ref, task)
+        runs = [r.sort_values("t_env") for _, r in g.groupby("run_dir")]
+        start = max(r["t_env"].iloc[0] for r in runs)
+        end = min(r["t_env"].iloc[-1] for r in runs)
+        band = band[(band["t_env"] >= start) & (band["t_env"] <= end)]
+        if band.empty:
+            continue
+        at = band["t_env"].to_numpy(dtype=float)
+        mean = np.mean(
+            [np.interp(at, r["t_env"].to_numpy(dtype=float), r["value"].to_numpy(dtype=float)) for r in runs],
+            axis=0,
+        )
+        above = mean > band["high"].to_numpy()
+        below = mean < band["low"].to_numpy()
+        rows.append(
+            {
+                "group": group,
+                "task": task,
+                "runs": len(runs),
+                "points": len(at),
+                "inside": int((~above & ~below).sum()),
+                "above": int(above.sum()),
+                "below": int(below.sum()),
+                "steps_outside": " ".join(str(int(t)) for t in at[above | below]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def marl_eval_name(metric):
     """test_return_mean -> return, test_battle_won_mean -> win_rate (marl-eval's names)."""
     name = metric.removeprefix("test_").removesuffix("_mean")
@@ -631,6 +669,15 @@ def main(argv=None):
             print(
                 f"outside the reference: {r.group} seed {r.seed} ({r.task}) at {r.outside} of {r.points} "
                 f"steps ({r.below} below), first at t_env {r.first_outside_t_env}: {r.run_dir}",
+                file=sys.stderr,
+            )
+        mean_check = check_mean_against_reference(df, ref)
+        mean_check.to_csv(f"{out}_reference_mean.csv", index=False)
+        written.append(f"{out}_reference_mean.csv")
+        for r in mean_check.itertuples() if not mean_check.empty else []:
+            print(
+                f"mean of {r.runs} run(s) of {r.group} ({r.task}) inside the reference at {r.inside} of "
+                f"{r.points} steps ({r.above} above, {r.below} below)",
                 file=sys.stderr,
             )
     if a.marl_eval:

@@ -368,11 +368,17 @@ def test_reference_band_flags_runs_outside(swept, tmp_path, capsys):
     check = check_runs()
     assert (check[check.group == "qmix"]["outside"] == 0).all()
     assert (check["points"] == len(steps)).all()
+    # the seeds' mean lies between their lowest and highest value, so inside a min-max band
+    means = pd.read_csv(out + "_reference_mean.csv").set_index("group")
+    assert means.loc["qmix", "inside"] == len(steps) and means.loc["qmix", "runs"] >= 2
+    assert (means["inside"] + means["above"] + means["below"] == means["points"]).all()
     # a band far above every run: all runs flagged, all points below
     band["low"], band["high"] = 1e6, 2e6
     band.to_csv(path, index=False)
     check = check_runs()
     assert (check["outside"] == check["points"]).all() and (check["below"] == check["points"]).all()
+    means = pd.read_csv(out + "_reference_mean.csv")
+    assert (means["below"] == means["points"]).all() and (means["inside"] == 0).all()
     assert "outside the reference" in capsys.readouterr().err
     bad = tmp_path / "bad.csv"
     bad.write_text("t_env,low\n0,1\n")
