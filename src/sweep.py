@@ -3,6 +3,7 @@
     python src/sweep.py SWEEP.yaml [--dry-run] [--only KEY=VALUE] [--backend local|ray] [--workers N]
         [--ray-address A]
     python src/sweep.py --config qmix --env-config mpe --seeds 1,2,3 [key=value ...]
+    python src/sweep.py SWEEP.yaml --env-config sc2     # the same sweep on another env config
 
 A sweep file:
 
@@ -366,7 +367,11 @@ def parse_args(argv):
     p.add_argument("--workers", type=int, help="local backend: parallel runs (0 = one per core)")
     p.add_argument("--ray-address", help="ray backend: cluster address (default: a local runtime)")
     p.add_argument("--config", help="without a file: the --config of every run")
-    p.add_argument("--env-config", help="without a file: the --env-config of every run")
+    p.add_argument(
+        "--env-config",
+        help="the --env-config of every run; with a file, replaces the file's (e.g. sc2 for a skirmish "
+        "sweep), its records going to <experiment>_<env-config> and <archive>_<env-config>",
+    )
     p.add_argument("--seeds", help="without a file: comma-separated seeds, e.g. 1,2,3")
     p.add_argument("--experiment", help="without a file: experiment name (default: <config>_<env>)")
     p.add_argument("overrides", nargs="*", help="without a file: key=value overrides for every run")
@@ -382,7 +387,10 @@ def spec_from_args(a):
             raise ConfigError("give either a sweep file or --config/--seeds, not both")
         if a.overrides:
             raise ConfigError(f"key=value overrides go in the sweep file, got {a.overrides}")
-        return load_spec(a.file)
+        spec = load_spec(a.file)
+        if a.env_config:
+            retarget(spec, a.env_config, a.file)
+        return spec
     if not a.config:
         raise ConfigError(
             "give a sweep file, or --config (and --env-config, --seeds) for seeds of one configuration"
@@ -405,6 +413,20 @@ def spec_from_args(a):
         "overrides": overrides,
         "seeds": seeds,
     }
+
+
+def retarget(spec, env_config, path):
+    """--env-config with a sweep file: the same sweep on another environment config (the
+    skirmish sweeps on the real SMAC: --env-config sc2). Its records go under their own experiment
+    and archive, <name>_<env_config>, never beside the file's own runs."""
+    if "env_config" in (spec.get("grid") or {}):
+        raise ConfigError(f"{path} varies env_config in its grid; --env-config cannot replace it")
+    if env_config == spec.get("env_config", DEFAULT_ENV):
+        return
+    spec["env_config"] = env_config
+    spec["experiment"] = f"{spec['experiment']}_{env_config}"
+    if spec.get("archive"):
+        spec["archive"] = f"{str(spec['archive']).rstrip('/')}_{env_config}"
 
 
 def main(argv=None):

@@ -703,6 +703,28 @@ def test_sweep_yaml_errors_name_the_line(tmp_path, capsys):
     assert "is not valid YAML (line 3, column 7)" in capsys.readouterr().err
 
 
+def test_a_sweep_file_retargeted_with_env_config_keeps_its_records_apart(tmp_path, capsys):
+    import sweep
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "experiment: differ_2s3z\nconfig: qmix\nenv_config: skirmish\narchive: bench/runs/differ_2s3z\n"
+        "grid: {env_args.map_name: [2s3z]}\nseeds: [1, 2]\n"
+    )
+    # (sweep.load would also check every run's config, which for sc2 needs SMAC installed)
+    spec = sweep.spec_from_args(sweep.parse_args([str(path), "--env-config", "sc2"]))
+    assert spec["experiment"] == "differ_2s3z_sc2" and spec["archive"] == "bench/runs/differ_2s3z_sc2"
+    runs = sweep.expand(spec)
+    assert {r["env_config"] for r in runs} == {"sc2"}
+    own = sweep.expand(sweep.load_spec(str(path)))
+    assert not {r["key"] for r in runs} & {r["key"] for r in own}  # other runs, not the file's
+    same = sweep.spec_from_args(sweep.parse_args([str(path), "--env-config", "skirmish"]))
+    assert same["experiment"] == "differ_2s3z" and same["archive"] == "bench/runs/differ_2s3z"
+    path.write_text("experiment: x\nconfig: qmix\ngrid: {env_config: [mpe, gymma]}\n")
+    assert sweep.main([str(path), "--env-config", "sc2", "--dry-run"]) == 2
+    assert "varies env_config in its grid" in capsys.readouterr().err
+
+
 def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, monkeypatch):
     import run
 
