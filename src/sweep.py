@@ -229,8 +229,12 @@ class LocalRuns:
         self.procs = set()
         self.stopping = False
 
-    def run(self, cmd, log):
-        """-> exit code, or None when the sweep was stopped before this run started."""
+    def run(self, cmd, log, check=None):
+        """-> exit code, None when the sweep was stopped before this run started, or the reason
+        check() gives for not starting it (a str)."""
+        why = check() if check else None
+        if why:
+            return why
         with self.lock:
             if self.stopping:
                 return None
@@ -258,10 +262,15 @@ class LocalRuns:
                     p.send_signal(sig)
 
 
-def run_local(jobs, workers):
+def run_local(jobs, workers, check=None):
+    """Runs the jobs, `workers` at a time; yields ((run, log), exit code or None or a str: see
+    LocalRuns.run). check(run), just before a run starts, may give a reason not to start it."""
     runs = LocalRuns()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
-    futures = {pool.submit(runs.run, cmd, log): (run, log) for run, cmd, log in jobs}
+    futures = {
+        pool.submit(runs.run, cmd, log, (lambda r=run: check(r)) if check else None): (run, log)
+        for run, cmd, log in jobs
+    }
     pending = set(futures)
     interrupted = False
     try:
@@ -542,7 +551,7 @@ def execute(spec, todo, a):
         results = run_ray(jobs, a.ray_address or spec.get("ray_address"))
     elif backend == "local":
         workers = a.workers if a.workers is not None else spec.get("workers", 0)
-        results = run_local(jobs, workers or os.cpu_count() or 1)
+        results = run_local(jobs, workers or os.cpu_count() or 1, check=lambda r: taken(spec, r))
     else:
         print(f"error: unknown backend '{backend}'; valid choices: local, ray", file=sys.stderr)
         return 2
@@ -552,6 +561,9 @@ def execute(spec, todo, a):
         for (run, log), rc in results:
             if rc is None:
                 continue  # never started: the sweep was stopped
+            if isinstance(rc, str):
+                print(f"skipped {describe(run)}: {rc}", flush=True)
+                continue
             if rc in (130, 143):  # interrupted (Ctrl-C, SIGTERM): its record says INTERRUPTED
                 stopped += 1
                 print(f"interrupted {describe(run)} -> {log}", flush=True)
@@ -583,6 +595,17 @@ def execute(spec, todo, a):
         + (f", {stopped} interrupted" if stopped else "")
     )
     return 1 if failed or stopped else 0
+
+
+def taken(spec, run):
+    """Why a planned run must not start now, or None: another sweep process (one started after
+    this one's plan, with an overlapping --only) completed it or is running it meanwhile."""
+    statuses = record_keys(spec)
+    if run["key"] in statuses.get("COMPLETED", set()):
+        return "completed meanwhile by another process"
+    if run["key"] in statuses.get("RUNNING", set()):
+        return "running now in another process"
+    return None
 
 
 def _archive_stopped(spec):

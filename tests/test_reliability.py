@@ -684,6 +684,38 @@ def test_a_completed_sweep_run_keeps_checkpoints_but_no_buffer(tmp_path):
     assert not glob.glob(os.path.join(str(tmp_path), "models", "*", "*", "buffer.th"))
 
 
+def test_a_run_another_process_took_after_the_plan_is_not_started(tmp_path):
+    import socket
+
+    import sweep
+    from sweep_archive import sacred_dir
+
+    spec = {"experiment": "twice", "results": str(tmp_path)}
+    mine, theirs, done = ({"key": k, "config": "qmix", "seed": 1} for k in ("aaa", "bbb", "ccc"))
+    for key, status in (("bbb", "RUNNING"), ("ccc", "COMPLETED")):  # records of another process
+        rec = os.path.join(sacred_dir(spec), key, "1")
+        os.makedirs(rec)
+        host = {"hostname": socket.gethostname(), "pid": os.getpid()}  # a live process
+        with open(os.path.join(rec, "run.json"), "w") as f:
+            json.dump({"status": status, "host": host}, f)
+        with open(os.path.join(rec, "config.json"), "w") as f:
+            json.dump({"sweep_key": key}, f)
+    assert sweep.taken(spec, mine) is None
+    assert sweep.taken(spec, theirs) == "running now in another process"
+    assert sweep.taken(spec, done) == "completed meanwhile by another process"
+    marker = tmp_path / "started"
+    cmd = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x')"]
+    jobs = [(r, cmd, str(tmp_path / f"{r['key']}.log")) for r in (mine, theirs, done)]
+    out = {run["key"]: rc for (run, _), rc in sweep.run_local(jobs, 1, check=lambda r: sweep.taken(spec, r))}
+    assert out == {
+        "aaa": 0,
+        "bbb": "running now in another process",
+        "ccc": "completed meanwhile by another process",
+    }
+    assert marker.read_text() == "x"  # only the free run started
+    assert not os.path.exists(tmp_path / "bbb.log")
+
+
 # --- messages and progress ---------------------------------------------------------------------
 
 
