@@ -456,6 +456,14 @@ def reference_for(ref, task):
     return ref[ref["task"].astype(str) == str(task)]
 
 
+def value_at(run, steps):
+    """One run's values (rows sorted by t_env) at the given steps, interpolated between its logged
+    points."""
+    return np.interp(
+        np.asarray(steps, dtype=float), run["t_env"].to_numpy(dtype=float), run["value"].to_numpy(dtype=float)
+    )
+
+
 def check_against_reference(df, ref):
     """Per run: the band's steps it covers, how many of them it lies outside, and the first such
     step. A run's value at a band step is interpolated between its logged points."""
@@ -465,11 +473,10 @@ def check_against_reference(df, ref):
     for run, g in df.groupby("run_dir"):
         band = reference_for(ref, g["task"].iloc[0])
         g = g.sort_values("t_env")
-        steps, values = g["t_env"].to_numpy(dtype=float), g["value"].to_numpy(dtype=float)
-        inside = band[(band["t_env"] >= steps[0]) & (band["t_env"] <= steps[-1])]
+        inside = band[(band["t_env"] >= g["t_env"].iloc[0]) & (band["t_env"] <= g["t_env"].iloc[-1])]
         if inside.empty:
             continue
-        v = np.interp(inside["t_env"].to_numpy(dtype=float), steps, values)
+        v = value_at(g, inside["t_env"])
         out = (v < inside["low"].to_numpy()) | (v > inside["high"].to_numpy())
         rows.append(
             {
@@ -502,10 +509,7 @@ def check_mean_against_reference(df, ref):
         if band.empty:
             continue
         at = band["t_env"].to_numpy(dtype=float)
-        mean = np.mean(
-            [np.interp(at, r["t_env"].to_numpy(dtype=float), r["value"].to_numpy(dtype=float)) for r in runs],
-            axis=0,
-        )
+        mean = np.mean([value_at(r, at) for r in runs], axis=0)
         above = mean > band["high"].to_numpy()
         below = mean < band["low"].to_numpy()
         rows.append(

@@ -42,6 +42,7 @@ like any results folder.
 
 import argparse
 import concurrent.futures
+import functools
 import hashlib
 import itertools
 import json
@@ -268,7 +269,7 @@ def run_local(jobs, workers, check=None):
     runs = LocalRuns()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
     futures = {
-        pool.submit(runs.run, cmd, log, (lambda r=run: check(r)) if check else None): (run, log)
+        pool.submit(runs.run, cmd, log, functools.partial(check, run) if check else None): (run, log)
         for run, cmd, log in jobs
     }
     pending = set(futures)
@@ -498,10 +499,7 @@ def plan(spec, runs, a):
         if archived:
             print(f"archived {archived} completed runs in {spec['archive']}")
         archive_unfinished(spec)
-    statuses = record_keys(spec)
-    done = statuses.get("COMPLETED", set())
-    # a run that another sweep process is running now (the same sweep started twice)
-    busy = statuses.get("RUNNING", set()) - done
+    done, busy = claimed(spec)
     todo = [r for r in runs if r["key"] not in done and r["key"] not in busy]
     elsewhere = {}  # stopped runs that only the archive holds: went on from there
     if not a.restart:
@@ -597,13 +595,21 @@ def execute(spec, todo, a):
     return 1 if failed or stopped else 0
 
 
+def claimed(spec):
+    """-> (keys of this sweep's completed runs, keys of the runs another sweep process is running
+    now: the same sweep started twice, or overlapping --only)."""
+    statuses = record_keys(spec)
+    done = statuses.get("COMPLETED", set())
+    return done, statuses.get("RUNNING", set()) - done
+
+
 def taken(spec, run):
     """Why a planned run must not start now, or None: another sweep process (one started after
     this one's plan, with an overlapping --only) completed it or is running it meanwhile."""
-    statuses = record_keys(spec)
-    if run["key"] in statuses.get("COMPLETED", set()):
+    done, busy = claimed(spec)
+    if run["key"] in done:
         return "completed meanwhile by another process"
-    if run["key"] in statuses.get("RUNNING", set()):
+    if run["key"] in busy:
         return "running now in another process"
     return None
 
