@@ -2,6 +2,7 @@
 episode batches, and short end-to-end runs."""
 
 import glob
+import importlib.util
 import json
 import os
 from types import SimpleNamespace
@@ -13,6 +14,17 @@ import main
 from components.episode_buffer import EpisodeBatch
 from components.transforms import OneHot
 from envs.multiagentenv import MultiAgentEnv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_bench(name):
+    """The module bench/<name>.py (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "bench", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 METRICS = {
     "return_mean",

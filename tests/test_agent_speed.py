@@ -1,22 +1,14 @@
 """bench/agent_speed.py: one config measured in-process, on the device asked for."""
 
-import importlib.util
-import os
-
 import pytest
 import torch
 
+from helpers import load_bench
 from utils.errors import ConfigError
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load():
-    path = os.path.join(os.path.dirname(HERE), "bench", "agent_speed.py")
-    spec = importlib.util.spec_from_file_location("agent_speed", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("agent_speed")
 
 
 def test_measure_counts_steps_after_the_buffer_filled_and_names_the_device():

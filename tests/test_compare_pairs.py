@@ -1,19 +1,12 @@
 """bench/compare_pairs.py's first-reach table (issue: the step at which each group reaches a level)."""
 
-import importlib.util
-import os
-
 import pandas as pd
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from helpers import load_bench
 
 
 def load():
-    path = os.path.join(os.path.dirname(HERE), "bench", "compare_pairs.py")
-    spec = importlib.util.spec_from_file_location("compare_pairs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("compare_pairs")
 
 
 def test_first_reach_is_the_first_logged_step_at_or_above_the_level():

@@ -318,14 +318,9 @@ def test_pathing_and_terrain_height_features_follow_smacs_probe_points():
 def test_heights_decode_the_game_s_height_map_format():
     """bench/sc2map_facts.py's reading of t3SyncHeightMap (uint32 a vertex: height in 1/256 below,
     cliff level above) and the game's byte scale (-16..16 over 0..255), on a hand-made grid."""
-    import importlib.util
-    import os
+    from helpers import load_bench
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(root, "bench", "sc2map_facts.py")
-    spec = importlib.util.spec_from_file_location("sc2map_facts", path)
-    facts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(facts)
+    facts = load_bench("sc2map_facts")
     z = np.full((33, 33), 8.0)
     z[:, :4] = 1.0  # a low strip: x = 0..3
     b = facts.cell_bytes(z)
