@@ -1,0 +1,63 @@
+"""Processes that end with their parent."""
+
+import os
+import sys
+import time
+
+
+def signal_on_parent_death(sig, parent_pid):
+    """Ask Linux to send `sig` to this process when its parent dies, however it dies (kill -9, the
+    OOM killer). -> False when the parent is already gone (the request came too late)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, sig)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    return os.getppid() == parent_pid
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (a cluster's time limit, kill) or SIGINT: handled as Ctrl-C is, so the record says
+    INTERRUPTED instead of staying RUNNING."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_received = None  # the last signal raise_interrupt turned into Interrupted
+_raised_at = None
+# A signal repeated within this many seconds is the same request: a process killed with -9 sends
+# its children's death signal once per thread the child is passed to as it dies (ms apart), and a
+# second exception would land inside Sacred's handling of the first and cost the record its end.
+REPEAT_S = 1.0
+_clock = time.monotonic
+
+
+def raise_interrupt(signum, frame):
+    global _received, _raised_at
+    now = _clock()
+    if _raised_at is not None and now - _raised_at < REPEAT_S:
+        return  # the first is already on its way; raise_if_interrupted backs it up
+    _received, _raised_at = signum, now
+    raise Interrupted(signum)
+
+
+def interrupt_received():
+    """-> the signal number of the last interrupt, or None."""
+    return _received
+
+
+def raise_if_interrupted():
+    """Raise again an interrupt that was lost on the way: its exception can land in library code
+    with a bare `except:`, or in a finaliser, where Python ignores exceptions. The training loop
+    asks every iteration, so a run never trains on after one."""
+    if _received is not None:
+        raise Interrupted(_received)
+
+
+def forget_interrupts():
+    global _received, _raised_at
+    _received = _raised_at = None
