@@ -12,9 +12,10 @@ import torch
 
 from assembly import build, env_info_summary, resolve_device
 from components.episode_buffer import EpisodeBatch
-from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, save_checkpoint
+from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, load_run_state, save_checkpoint
 from utils.logger import Logger, Progress, get_console_logger
 from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
+from utils.seeding import process_rng_state, set_process_rng_state
 from utils.values import config_changes, describe_changes, plain_config
 
 
@@ -99,6 +100,7 @@ def run_sequential(args, logger):
 
         episode = 0
         carried = False
+        pending = 0
         if args.checkpoint_path:
             folder = find_checkpoint(args.checkpoint_path, args.load_step)
             meta = load_checkpoint(folder, learner, args.device)
@@ -108,18 +110,20 @@ def run_sequential(args, logger):
             if args.evaluate:
                 evaluate_sequential(args, runner, logger)
                 return {"t_env": runner.t_env}
-            carried = resume(args, logger, buffer, folder, meta)
+            carried, pending = resume(args, logger, buffer, folder, meta, runner)
 
-        train_loop(args, runner, buffer, learner, logger, episode, carried)
+        train_loop(args, runner, buffer, learner, logger, episode, carried, pending)
         return {"t_env": runner.t_env}
     finally:
         runner.close_env()
 
 
-def resume(args, logger, buffer, folder, meta):
-    """Go on from a checkpoint: its replay buffer if it saved one, and the metrics its run had
+def resume(args, logger, buffer, folder, meta, runner):
+    """Go on from a checkpoint: its replay buffer if it saved one, the metrics its run had
     logged up to the checkpoint copied into this run's record, so that the record holds the
-    whole curve. -> whether the metrics were carried."""
+    whole curve, and the random states and counters it kept, so that the run goes on as the
+    uninterrupted run would have. -> (whether the metrics were carried, the env steps collected
+    since the last update)."""
     console = logger.console_logger
     t_env = meta["t_env"]
     restored = buffer is not None and load_buffer(folder, buffer)
@@ -163,9 +167,33 @@ def resume(args, logger, buffer, folder, meta):
         info["record"] = record
         info["points_carried"] = len(points)
         console.info(f"carried {len(points)} logged values up to t_env {t_env} from {record}")
+    # Last: nothing may draw from the process's streams between here and the training loop.
+    differs = ["settings changed"] if changes else []
+    if buffer is not None and not restored:
+        differs.append("no replay buffer")
+    pending = restore_run_state(runner, folder, differs)
+    info["exact"] = not differs
+    if differs:
+        info["differs_because"] = differs
+        console.warning(
+            "from here this run will not repeat the uninterrupted run exactly: " + "; ".join(differs)
+        )
     if logger.sacred_run is not None:
         logger.sacred_run.info["resumed_from"] = info
-    return metrics is not None
+    return metrics is not None, pending
+
+
+def restore_run_state(runner, folder, differs):
+    """Put back the random states and counters that the checkpoint kept; adds to `differs` why
+    the run will not repeat the uninterrupted one. -> the env steps collected since the last
+    update (train_interval_steps)."""
+    state = load_run_state(folder)
+    if state is None:
+        differs.append("the checkpoint keeps no random states (saved before they were kept)")
+        return 0
+    differs += runner.load_state_dict(state["runner"])
+    set_process_rng_state(state["rng"])
+    return int(state["pending"])
 
 
 def read_metrics(record):
@@ -187,7 +215,7 @@ def evaluate_sequential(args, runner, logger):
     logger.print_recent_stats(f"evaluation at t_env {runner.t_env}")
 
 
-def train_loop(args, runner, buffer, learner, logger, episode, resumed=False):
+def train_loop(args, runner, buffer, learner, logger, episode, resumed=False, pending=0):
     t_start = runner.t_env
     if buffer is None:
         unit = f"the {args.batch_size} episodes just played (on-policy)"
@@ -203,7 +231,7 @@ def train_loop(args, runner, buffer, learner, logger, episode, resumed=False):
     old_threshold = gc.get_threshold()
     gc.set_threshold(50000, 50, 100)
     try:
-        _train(args, runner, buffer, learner, logger, episode, t_start, resumed)
+        _train(args, runner, buffer, learner, logger, episode, t_start, resumed, pending)
     finally:
         gc.set_threshold(*old_threshold)
         gc.unfreeze()
@@ -219,7 +247,7 @@ def next_multiple(t, interval):
     return (t // interval + 1) * interval
 
 
-def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=False):
+def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=False, pending=0):
     # Tests and summaries fall due when t_env crosses a multiple of their interval, tests first:
     # a summary then shows the test phase just run (when log_interval is a multiple of
     # test_interval, as in every shipped config). A test phase before any training, unless this
@@ -232,7 +260,7 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
     progress = Progress(args.t_max, t_start)
     next_progress = progress.start_time + FIRST_PROGRESS_S
 
-    pending = 0  # env steps collected since the last update (train_interval_steps > 0)
+    # pending: env steps collected since the last update (train_interval_steps > 0)
     while runner.t_env <= args.t_max:
         raise_if_interrupted()
         if buffer is None:
@@ -260,10 +288,6 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
             for _ in range(n_test_runs):
                 runner.run(test_mode=True)
 
-        if args.save_model and runner.t_env - model_save_t >= args.save_model_interval:
-            model_save_t = runner.t_env
-            save_model(args, runner, learner, episode, buffer)
-
         now = time.time()
         if runner.t_env >= next_log_t:
             next_log_t = next_multiple(runner.t_env, args.log_interval)
@@ -275,8 +299,14 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
             next_progress = now + PROGRESS_EVERY_S
         logger.check_records()
 
+        # Last in the step, after everything it logs: a run stopped just after a save has lost
+        # nothing, and its resumed run goes on with the next step.
+        if args.save_model and runner.t_env - model_save_t >= args.save_model_interval:
+            model_save_t = runner.t_env
+            save_model(args, runner, learner, episode, buffer, pending)
+
     if args.save_model:
-        save_model(args, runner, learner, episode, buffer)
+        save_model(args, runner, learner, episode, buffer, pending)
     logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
 
 
@@ -306,7 +336,7 @@ def draw_batch(args, buffer):
     return buffer.sample(args.batch_size)
 
 
-def save_model(args, runner, learner, episode, buffer=None):
+def save_model(args, runner, learner, episode, buffer=None, pending=0):
     root = os.path.join(args.local_results_path, "models", args.unique_token)
     # The config lets cross-play rebuild this run's controller on its own (team_checkpoints).
     meta = {
@@ -316,5 +346,8 @@ def save_model(args, runner, learner, episode, buffer=None):
         "record": args.record,
         "config": plain_config(args),
     }
-    path = save_checkpoint(root, runner.t_env, learner, meta, buffer if args.save_buffer else None)
+    # What a resumed run needs to go on exactly as this one: taken after everything this step drew.
+    run_state = {"rng": process_rng_state(args.device), "runner": runner.state_dict(), "pending": pending}
+    buffer = buffer if args.save_buffer else None
+    path = save_checkpoint(root, runner.t_env, learner, meta, buffer, run_state)
     get_console_logger().info(f"saved checkpoint {path}")

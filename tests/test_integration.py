@@ -134,6 +134,80 @@ def test_resume_restores_the_replay_buffer_kept_by_the_newest_checkpoint(tmp_pat
     assert [t for t in loss if t > steps[-1]], loss
 
 
+def _stop_after_checkpoint_at(monkeypatch, t):
+    """Interrupt runs right after the first checkpoint at or after env step t, as a sweep's
+    SIGTERM would."""
+    import run
+
+    save = run.save_model
+
+    def save_then_stop(args, runner, *rest, **kwargs):
+        save(args, runner, *rest, **kwargs)
+        if runner.t_env >= t:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "save_model", save_then_stop)
+    return lambda: monkeypatch.setattr(run, "save_model", save)
+
+
+def _curves(record):
+    return {k: (v["steps"], v["values"]) for k, v in read(record, "metrics.json").items()}
+
+
+@pytest.mark.parametrize(
+    "alg,env,extra",
+    [
+        ("qmix", "mpe", ["train_interval_steps=10"]),  # updates owed across the stop
+        ("differ_qmix", "mpe", ["runner=parallel", "batch_size_run=2"]),  # env streams over pipes
+        ("qmix", "mpe", ["runner=vector", "batch_size_run=2"]),  # MPE's batched NumPy port
+        ("mappo", "mpe", ["batch_size_run=2"]),  # on-policy: no replay buffer
+        ("maddpg", "mpe", []),
+        ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),  # four streams per env
+    ],
+)
+def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monkeypatch, alg, env, extra):
+    # The same seed run once straight through and once stopped after a checkpoint and resumed
+    # from it: every logged value is the same, at the same steps.
+    argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=400", *extra]
+    assert run_main(tmp_path / "whole", alg, env, extra=argv) == 0
+    restore = _stop_after_checkpoint_at(monkeypatch, 200)
+    assert run_main(tmp_path / "parts", alg, env, extra=argv) == 130
+    restore()
+    root = glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+    assert run_main(tmp_path / "parts", alg, env, extra=[*argv, f"checkpoint_path={root}"]) == 0
+    whole, (stopped, resumed) = sacred_runs(tmp_path / "whole")[0], sacred_runs(tmp_path / "parts")
+    assert read(stopped, "run.json")["status"] == "INTERRUPTED"
+    info = read(resumed, "info.json")["resumed_from"]
+    assert info["exact"] and 200 <= info["t_env"] < 300, info
+    assert _curves(resumed) == _curves(whole)
+
+
+def test_a_resume_that_cannot_repeat_the_run_says_why(tmp_path, monkeypatch, mock_env, capsys):
+    # The mock env keeps no random state, and a checkpoint without a buffer restarts learning:
+    # the record and the console say the resumed curve is not the uninterrupted run's.
+    argv = ["env=mock", "save_model=True", "save_model_interval=100", "t_max=300"]
+    restore = _stop_after_checkpoint_at(monkeypatch, 100)
+    assert run_main(tmp_path, "qmix", extra=argv) == 130
+    restore()
+    root = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    assert run_main(tmp_path, "qmix", extra=[*argv, f"checkpoint_path={root}"]) == 0
+    info = read(sacred_runs(tmp_path)[-1], "info.json")["resumed_from"]
+    assert not info["exact"]
+    assert info["differs_because"] == ["no replay buffer", "mock cannot save its random state"]
+    assert "will not repeat the uninterrupted run exactly: no replay buffer; mock cannot" in read(
+        sacred_runs(tmp_path)[-1], "cout.txt"
+    )
+
+    # A checkpoint saved before random states were kept still loads, and says so.
+    step = glob.glob(os.path.join(root, "*", "run_state.th"))
+    assert step
+    for path in step:
+        os.remove(path)
+    assert run_main(tmp_path, "qmix", extra=[*argv, f"checkpoint_path={root}"]) == 0
+    info = read(sacred_runs(tmp_path)[-1], "info.json")["resumed_from"]
+    assert "the checkpoint keeps no random states (saved before they were kept)" in info["differs_because"]
+
+
 def test_crashed_run_is_marked_failed_and_keeps_checkpoints(tmp_path, mock_env):
     with pytest.raises(RuntimeError, match="mock env failure"):
         run_main(

@@ -882,7 +882,7 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
     (kept,) = glob.glob(str(archive / "unfinished" / "qmix_seed1_*"))
     t_saved = read(kept, "where.json")["t_env"]
     assert t_saved == steps_saved(tmp_path / "first")[-1][0]
-    assert sorted(os.listdir(os.path.join(kept, "checkpoint"))) == ["learner.th", "meta.json"]  # no buffer
+    assert sorted(os.listdir(os.path.join(kept, "checkpoint"))) == ["learner.th", "meta.json", "run_state.th"]
     assert read(os.path.join(kept, "record"), "run.json")["status"] == "INTERRUPTED"
     archived_curve = read(os.path.join(kept, "record"), "metrics.json")["test_return_mean"]
 
@@ -905,6 +905,7 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
     info = read(resumed, "info.json")["resumed_from"]
     assert info["t_env"] == t_saved and not info["buffer_restored"] and info["points_carried"] > 0
     assert info["config_changed"] == {"gamma": [0.5, gamma]}
+    assert info["differs_because"] == ["settings changed", "no replay buffer"]  # the archive keeps none
     curve = read(resumed, "metrics.json")["test_return_mean"]
     upto = [t for t in archived_curve["steps"] if t <= t_saved]
     assert (

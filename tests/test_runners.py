@@ -212,3 +212,49 @@ def test_vector_runner_on_device_equals_step_by_step(monkeypatch, lengths, test_
         filled = b_dev["filled"][:, :, 0].sum(1).tolist()
         assert filled == [4, 6, 9, 9]  # T + 1 steps each: 3, 5, 8 and the cut at 8
         assert b_dev["terminated"][:, :, 0].sum(1).tolist() == [1, 1, 1, 0]
+
+
+def _first_obs(env):
+    if hasattr(env, "reset_batch"):
+        return np.asarray(env.reset_batch()["obs"])
+    env.reset()
+    return np.asarray(env.get_obs())
+
+
+@pytest.mark.parametrize(
+    "name,env_args",
+    [
+        ("mpe", {"scenario": "simple_spread_v3", "max_cycles": 25}),
+        ("skirmish", {"map_name": "2s3z", "placement": "random"}),
+        ("skirmish_v2", {"map_name": "10gen_protoss", "scenario": "protoss_5_vs_5"}),
+        ("gymma", {"key": "lbforaging:Foraging-8x8-2p-3f-v3"}),
+        ("vmas", {"scenario": "navigation", "max_steps": 6, "n_agents": 3}),
+        ("mpe_batch", {"scenario": "simple_spread_v3", "max_cycles": 25}),
+    ],
+)
+def test_an_env_given_another_envs_random_state_plays_its_next_episodes(name, env_args):
+    # What a checkpoint keeps of an env: a fresh env with the same seed that takes it plays the
+    # episodes the first one goes on to play, not the ones its own seed starts with.
+    import io
+    from functools import partial
+
+    from envs import REGISTRY, batched
+
+    # mpe_batch: MPE's batched NumPy port, three copies in one env
+    make = partial(batched("mpe", env_args), num_envs=3) if name == "mpe_batch" else REGISTRY[name]
+    first = make(seed=7, **env_args)
+    for _ in range(2):
+        _first_obs(first)
+    state = first.get_rng_state()
+    buf = io.BytesIO()
+    torch.save(state, buf)  # as run_state.th is written and read back
+    buf.seek(0)
+    state = torch.load(buf, weights_only=True)
+    ahead = [_first_obs(first) for _ in range(3)]
+
+    fresh = make(seed=7, **env_args)
+    from_seed = _first_obs(make(seed=7, **env_args))
+    fresh.set_rng_state(state)
+    again = [_first_obs(fresh) for _ in range(3)]
+    assert all(np.array_equal(a, b) for a, b in zip(ahead, again, strict=True))
+    assert not np.array_equal(from_seed, again[0])

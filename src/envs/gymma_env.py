@@ -21,6 +21,7 @@ import numpy as np
 from envs.multiagentenv import PerAgentSpacesEnv, noop_only, team_reward
 from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
+from utils.seeding import generator_from_state, generator_state
 
 WRAPPER_KEYS = {"key", "time_limit", "time_limit_terminal", "seed", "common_reward", "reward_scalarisation"}
 PACKAGES = {"lbforaging": "lbforaging", "rware": "rware"}  # module -> PyPI name
@@ -138,6 +139,14 @@ class GymmaEnv(PerAgentSpacesEnv):
         for i, o in enumerate(obs):
             o = np.asarray(o, dtype=np.float32).reshape(-1)
             self._obs[i, : o.size] = o
+
+    def get_rng_state(self):
+        g = getattr(self.env.unwrapped, "_np_random", None)  # gymnasium's Env.np_random
+        return {"np_random": generator_state(g)} if isinstance(g, np.random.Generator) else None
+
+    def set_rng_state(self, state):
+        self.env.unwrapped.np_random = generator_from_state(state["np_random"])
+        self._seeded = True  # the next reset must not seed it again
 
     def reset(self):
         seed = None if self._seeded else self._seed

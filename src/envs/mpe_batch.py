@@ -12,7 +12,7 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from envs.multiagentenv import team_reward
-from utils.seeding import env_seed
+from utils.seeding import env_seed, generator_state, set_generator_state
 
 DT, DAMPING, CONTACT_FORCE, CONTACT_MARGIN = 0.1, 0.25, 1e2, 1e-3
 AGENT_SIZE, SENSITIVITY = 0.15, 5.0
@@ -76,6 +76,13 @@ class SimpleSpreadBatch:
 
     def get_env_info(self):
         return dict(self._info)
+
+    def get_rng_state(self):
+        return {"copies": [generator_state(g) for g in self.rngs]}
+
+    def set_rng_state(self, state):
+        for g, s in zip(self.rngs, state["copies"], strict=True):
+            set_generator_state(g, s)
 
     # --- episodes -----------------------------------------------------------------------------
     def reset_batch(self):

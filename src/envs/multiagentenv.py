@@ -97,6 +97,18 @@ class MultiAgentEnv:
     def get_stats(self):
         return {}
 
+    def get_rng_state(self):
+        """The state of the random streams that decide this env's coming episodes, taken between
+        episodes, as plain values (utils/seeding.py); a checkpoint keeps it so that a resumed run
+        plays the episodes the uninterrupted run would have played. None: this env cannot give
+        it (StarCraft II draws inside the game), and a resumed run plays other episodes."""
+        return None
+
+    def set_rng_state(self, state):
+        """Go on from get_rng_state's state: the next reset() draws what the env that gave it
+        would have drawn."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore its random state")
+
     def get_env_info(self):
         return {
             "state_shape": self.get_state_size(),

@@ -9,6 +9,7 @@ import numpy as np
 from envs.multiagentenv import PerAgentSpacesEnv, action_layout, noop_only, team_reward
 from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
+from utils.seeding import generator_from_state, generator_state
 from utils.values import coerce
 
 # env_args keys this wrapper consumes; all others go to the scenario's constructor.
@@ -153,6 +154,14 @@ class PettingZooEnv(PerAgentSpacesEnv):
         self.teams = self._teams()
         self.reset()
         self.state_size = self.get_state().size
+
+    def get_rng_state(self):
+        g = getattr(self.env.unwrapped, "np_random", None)  # where PettingZoo envs draw from
+        return {"np_random": generator_state(g)} if isinstance(g, np.random.Generator) else None
+
+    def set_rng_state(self, state):
+        self.env.unwrapped.np_random = generator_from_state(state["np_random"])
+        self._seeded = True  # the next reset must not seed it again
 
     # --- episode ----------------------------------------------------------------------------
     def reset(self):

@@ -20,6 +20,7 @@ import torch
 from envs.multiagentenv import PerAgentSpacesEnv, action_layout
 from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
+from utils.seeding import plain, unplain
 
 WRAPPER_KEYS = {
     "scenario",
@@ -229,6 +230,12 @@ class VMASEnv(PerAgentSpacesEnv):
             for i in ended:
                 out["info"][i].update({k: float(v[i]) for k, v in sums.items()})
         return out
+
+    def get_rng_state(self):
+        return {"shared": plain(list(self._rng[0])), "cuda": self._rng[1]}
+
+    def set_rng_state(self, state):
+        self._rng = (unplain(state["shared"]), state["cuda"])
 
     # --- one env (episode and parallel runners) ---------------------------------------------
     def reset(self):

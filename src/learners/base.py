@@ -140,6 +140,7 @@ class Learner:
         state = {
             "last_target_update_episode": self.last_target_update_episode,
             "train_steps": self.train_steps,
+            "log_stats_t": self.log_stats_t,  # a resumed run logs on the uninterrupted run's steps
         }
         for name, (online, target) in self._networks.items():
             state[name] = online.state_dict()
@@ -160,6 +161,7 @@ class Learner:
             optimiser.load_state_dict(state[name])
         self.last_target_update_episode = state["last_target_update_episode"]
         self.train_steps = state["train_steps"]
+        self.log_stats_t = state.get("log_stats_t", self.log_stats_t)
         if self.reward_rms is not None and "reward_rms" in state:
             self.reward_rms.load_state_dict(state["reward_rms"])
 

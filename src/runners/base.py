@@ -58,6 +58,30 @@ class RunnerBase:
         if data:
             batch.update(data, mark_filled=False)
 
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps of the runner besides t_env: its envs' random states (None for
+        an env that cannot give one) and the training episodes' statistics not yet logged."""
+        return {
+            "envs": self.env_rng_states(),
+            "log_train_stats_t": self.log_train_stats_t,
+            "train_returns": list(self.train_returns),
+            "train_stats": dict(self.train_stats),
+        }
+
+    def load_state_dict(self, state: dict) -> list[str]:
+        """-> why the coming episodes differ from the uninterrupted run's ([] when they do not)."""
+        self.log_train_stats_t = state["log_train_stats_t"]
+        self.train_returns[:] = state["train_returns"]
+        self.train_stats.clear()
+        self.train_stats.update(state["train_stats"])
+        envs, n = state["envs"], len(self.env_rng_states())
+        if len(envs) != n:
+            return [f"the checkpoint holds the random states of {len(envs)} envs, and this run has {n}"]
+        if any(s is None for s in envs):
+            return [f"{self.args.env} cannot save its random state"]
+        self.set_env_rng_states(envs)
+        return []
+
     def record_episode(self, episode_return: float | list, length: int, info: dict, test_mode: bool) -> None:
         stats = self.test_stats if test_mode else self.train_stats
         returns = self.test_returns if test_mode else self.train_returns

@@ -26,6 +26,12 @@ class EpisodeRunner(RunnerBase):
     def get_env_info(self) -> dict:
         return self.env.get_env_info()
 
+    def env_rng_states(self) -> list:
+        return [self.env.get_rng_state()]
+
+    def set_env_rng_states(self, states: list) -> None:
+        self.env.set_rng_state(states[0])
+
     def save_replay(self) -> list[str | None]:
         """-> [the path the env wrote, or None]."""
         return [self.env.save_replay()]

@@ -56,6 +56,10 @@ def env_command(env, cmd, data):
         return env_data(env)
     if cmd == "get_env_info":
         return env.get_env_info()
+    if cmd == "get_rng_state":
+        return env.get_rng_state()
+    if cmd == "set_rng_state":
+        return env.set_rng_state(data)
     if cmd == "save_replay":
         return env.save_replay()
     if cmd == "close":
@@ -207,6 +211,12 @@ class ParallelRunner(RunnerBase):
     # --- runner interface -------------------------------------------------------------------
     def get_env_info(self) -> dict:
         return self.env_info
+
+    def env_rng_states(self) -> list:
+        return self._exchange("get_rng_state", [(i, None) for i in range(self.batch_size)])
+
+    def set_env_rng_states(self, states: list) -> None:
+        self._exchange("set_rng_state", list(enumerate(states)))
 
     def save_replay(self) -> list[str | None]:
         """-> the path each env wrote (None where it writes none)."""

@@ -106,6 +106,13 @@ class VectorRunner(ParallelRunner):
                 derived = batch.data.transition_data[batch.preprocess[k][0]][:, t]
                 derived *= _per_row(rows, derived)
 
+    def env_rng_states(self) -> list:
+        return [env.get_rng_state() for env in self.envs]  # one per env, or the batched env's
+
+    def set_env_rng_states(self, states: list) -> None:
+        for env, state in zip(self.envs, states, strict=True):
+            env.set_rng_state(state)
+
     def _exchange(self, cmd, items):
         if self.batched:
             return self._exchange_batched(cmd, items)

@@ -21,10 +21,11 @@ from utils.files import current_umask
 PARTIAL = re.compile(r"^\.\d+\..+")  # a step folder being written (or left by a killed save)
 
 
-def save_checkpoint(root, t_env, learner, meta, buffer=None):
+def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None):
     """Write <root>/<t_env>/ whole or not at all. Partial folders left by a killed earlier save
     are removed first; a failed save (a full disk) removes its own and raises OSError.
-    buffer: a replay buffer to save as well (and to drop from the older step folders)."""
+    buffer: a replay buffer to save as well (and to drop from the older step folders).
+    run_state: what else a resumed run needs to go on as this one (random states, counters)."""
     os.makedirs(root, exist_ok=True)
     for name in os.listdir(root):
         if PARTIAL.match(name):
@@ -34,10 +35,13 @@ def save_checkpoint(root, t_env, learner, meta, buffer=None):
     try:
         # Serialise in memory, then write plain bytes: a full disk gives OSError(ENOSPC) naming
         # the file, not torch's zip writer's "enforce fail ... unexpected pos".
-        for name, data in (
+        files = [
             ("learner.th", serialise(learner.state_dict())),
             ("meta.json", json.dumps(dict(meta, t_env=t_env), indent=2).encode()),
-        ):
+        ]
+        if run_state is not None:
+            files.append(("run_state.th", serialise(run_state)))
+        for name, data in files:
             path = os.path.join(tmp, name)
             try:
                 with open(path, "wb") as f:
@@ -193,6 +197,17 @@ def load_checkpoint(folder, learner, device):
         ) from None
     with open(os.path.join(folder, "meta.json")) as f:
         return json.load(f)
+
+
+def load_run_state(folder):
+    """The step folder's run_state.th, or None where it has none (saved before it was kept)."""
+    path = os.path.join(folder, "run_state.th")
+    if not os.path.isfile(path):
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for damaged files
+        raise ConfigError(f"checkpoint {folder!r}: run_state.th cannot be loaded: {first_line(e)}") from None
 
 
 def load_buffer(folder, buffer):

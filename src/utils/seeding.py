@@ -11,3 +11,89 @@ def env_seed(seed, i):
     if i == 0:
         return seed
     return int(np.random.SeedSequence([seed, i]).generate_state(1)[0]) % 2**31
+
+
+# --- random states that a checkpoint keeps, so that a resumed run repeats the uninterrupted one -
+# They are saved with torch.save and read back with weights_only=True, which takes tensors and
+# plain Python values only: NumPy arrays and scalars travel as tagged lists and come back as such.
+
+_ARRAY = "__ndarray__"
+
+
+def plain(obj):
+    """A state with NumPy arrays and scalars turned into Python values (see unplain)."""
+    if isinstance(obj, np.ndarray):
+        return {_ARRAY: obj.tolist(), "dtype": obj.dtype.str}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(plain(v) for v in obj)
+    return obj
+
+
+def unplain(obj):
+    if isinstance(obj, dict):
+        if _ARRAY in obj:
+            return np.asarray(obj[_ARRAY], dtype=np.dtype(obj["dtype"]))
+        return {k: unplain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(unplain(v) for v in obj)
+    return obj
+
+
+def generator_state(g):
+    """The state of a NumPy Generator or RandomState."""
+    if isinstance(g, np.random.Generator):
+        return plain(g.bit_generator.state)
+    if isinstance(g, np.random.RandomState):
+        return plain(g.get_state(legacy=False))
+    raise TypeError(f"not a NumPy random generator: {type(g).__name__}")
+
+
+def set_generator_state(g, state):
+    """Put `state` (from generator_state) into g in place: whatever holds g draws from it."""
+    if isinstance(g, np.random.Generator):
+        g.bit_generator.state = unplain(state)
+    elif isinstance(g, np.random.RandomState):
+        g.set_state(unplain(state))
+    else:
+        raise TypeError(f"not a NumPy random generator: {type(g).__name__}")
+    return g
+
+
+def generator_from_state(state):
+    """A new NumPy Generator with `state` (from generator_state of a Generator)."""
+    state = unplain(state)
+    g = np.random.Generator(getattr(np.random, state["bit_generator"])())
+    g.bit_generator.state = state
+    return g
+
+
+def process_rng_state(device=None):
+    """This process's global streams: random, numpy.random, torch (and CUDA on a GPU run)."""
+    import random
+
+    import torch
+
+    state = {
+        "python": random.getstate(),
+        "numpy": plain(np.random.get_state(legacy=False)),
+        "torch": torch.get_rng_state(),
+    }
+    if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_process_rng_state(state):
+    import random
+
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(unplain(state["numpy"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])

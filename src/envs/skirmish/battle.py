@@ -11,6 +11,7 @@ from envs.skirmish import render, sim
 from envs.skirmish.api import _Units
 from envs.skirmish.args import SIM_DEFAULTS, WRAPPER_KEYS
 from envs.skirmish.maps import LOOPS, UNITS
+from utils.seeding import generator_state, set_generator_state
 
 JITTER_LOOPS = (-1, 2)  # SC2 varies each cooldown by a whole number of loops in this range
 
@@ -363,6 +364,16 @@ class Battle:
             self._seed = seed
             self.rng = np.random.default_rng(seed)
         return self._seed
+
+    def _random_streams(self):
+        return {"engine": self.rng}
+
+    def get_rng_state(self):
+        return {k: generator_state(g) for k, g in self._random_streams().items()}
+
+    def set_rng_state(self, state):
+        for k, g in self._random_streams().items():
+            set_generator_state(g, state[k])
 
     def render(self, pos=None, alive=None):
         """An RGB image [256, 256, 3] of the battle: agents blue, enemies red, terrain grey."""

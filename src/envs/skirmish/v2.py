@@ -140,6 +140,14 @@ class SkirmishV2Env(SkirmishEnv):
             self._seed_streams(seed)
         return self._seed
 
+    def _random_streams(self):
+        return {
+            "scenario": self.sampler.rng,
+            "engine": self.rng,
+            "obs": self._obs_rng,
+            "attack": self._attack_rng,
+        }
+
     def reset(self, episode_config=None):
         """A new battle: drawn from the capability config, or the given episode_config (as
         SMACv2's inner env takes it)."""
