@@ -7,7 +7,11 @@
         [--reach 0.5,0.8]
 
 A run's value at a step count is its first logged value at or after it; "last K" is the mean of its
-last K values. Groups are named by --group-by (default: the config name). Prints a markdown table:
+last K values. Groups are named by --group-by (default: the config name); as in src/plot.py,
+runs whose configs differ in more than the seed and bookkeeping are never pooled: such a group
+is split, each part named by the keys that differ (`differ_qmix (lr=0.001)`). The runs must be
+of one task (map or scenario): --filter KEY=VALUE (repeatable, e.g. env_args.map_name=2s3z)
+chooses it. Prints a markdown table:
 each group's mean over seeds, then X minus Y with its Welch 95% interval. With --reach, a second
 table: for each group and level, the median over seeds of the first step at which a run's value
 reached the level, and how many seeds ever reached it (a median of seeds that never reached it is
@@ -66,6 +70,29 @@ def welch(x, y):
     return x.mean() - y.mean(), stats.t.ppf(0.975, df) * np.sqrt(vx + vy)
 
 
+def pairable(df, group_by, filters):
+    """The runs of one task, each row's "group" its --group-by value, split where configs differ
+    (src/plot.py's rule); a folder that holds several tasks needs a --filter."""
+    import plot
+
+    df = plot.apply_filters(df, filters)
+    if df.empty:
+        raise SystemExit("error: no runs left after the filters")
+    if group_by not in df.columns:
+        raise SystemExit(f"error: --group-by {group_by!r} is not a config key of these runs")
+    df = df.copy()
+    df["task"] = plot.task_column(df)
+    tasks = sorted(df["task"].unique())
+    if len(tasks) > 1:
+        raise SystemExit(
+            f"error: these runs are of {len(tasks)} tasks ({', '.join(tasks)}); compare one at a "
+            "time, e.g. --filter env_args.map_name=" + tasks[0]
+        )
+    df["group"] = df[group_by].astype(str)
+    df["group"] = plot.split_groups(df, explicit=False)
+    return df
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dirs", nargs="+", help="folders holding Sacred runs (searched recursively)")
@@ -75,6 +102,8 @@ def main():
     p.add_argument("--steps", default="100000,250000,500000,750000,1000000")
     p.add_argument("--last", type=int, default=5)
     p.add_argument("--reach", default=None, help="levels, comma-separated (e.g. 0.5,0.8)")
+    p.add_argument("--filter", action="append", default=[], help="KEY=VALUE (repeatable)")
+    p.add_argument("--digits", type=int, default=None, help="decimals (default: 2 for values in [0, 1])")
     a = p.parse_args()
 
     from utils.results import load_runs
@@ -83,9 +112,10 @@ def main():
     df = load_runs(a.dirs, metrics=[a.metric], status=["COMPLETED"])
     if df.empty:
         raise SystemExit(f"error: no completed run under {a.dirs} logged {a.metric}")
-    if a.group_by not in df.columns:
-        raise SystemExit(f"error: --group-by {a.group_by!r} is not a config key of these runs")
-    groups = {name: run_values(g, steps, a.last) for name, g in df.groupby(a.group_by)}
+    df = pairable(df, a.group_by, a.filter)
+    groups = {name: run_values(g, steps, a.last) for name, g in df.groupby("group")}
+    values = df["value"].to_numpy(dtype=float)
+    nd = a.digits if a.digits is not None else (2 if ((values >= 0) & (values <= 1)).all() else 1)
 
     head = [f"{s // 1000}k" if s < 1_000_000 else f"{s / 1e6:g}M" for s in steps] + [f"last {a.last}"]
     print("| group | seeds | " + " | ".join(head) + " |")
@@ -99,11 +129,11 @@ def main():
         if min(len(x), len(y)) < 2:
             raise SystemExit(f"error: {pair} needs at least two runs in each group")
         for name, vals in ((y_name, y), (x_name, x)):
-            print(f"| {name} | {len(vals)} | " + " | ".join(f"{m:.1f}" for m in vals.mean(0)) + " |")
+            print(f"| {name} | {len(vals)} | " + " | ".join(f"{m:.{nd}f}" for m in vals.mean(0)) + " |")
         cells = []
         for j in range(x.shape[1]):
             d, h = welch(x[:, j], y[:, j])
-            cells.append(f"{d:+.1f} [{d - h:+.1f}, {d + h:+.1f}]")
+            cells.append(f"{d:+.{nd}f} [{d - h:+.{nd}f}, {d + h:+.{nd}f}]")
         print(f"| *{x_name} - {y_name}* | | " + " | ".join(cells) + " |")
     if a.reach:
         levels = [float(v) for v in a.reach.split(",")]
@@ -112,13 +142,16 @@ def main():
         print("| group | seeds | " + " | ".join(f"first reaches {v:g}" for v in levels) + " |")
         print("|---|---|" + "---|" * len(levels))
         for name in names:
-            g = df[df[a.group_by] == name]
+            g = df[df["group"] == name]
             n = g["run_dir"].nunique()
             cells = []
             for level in levels:
                 step, k = median_reach(list(first_reach(g, level).values()))
                 cells.append(f"{'not reached' if step is None else f'{step / 1000:.0f}k'} ({k}/{n} seeds)")
             print(f"| {name} | {n} | " + " | ".join(cells) + " |")
+    note = __import__("plot").simulator_note(df)
+    if note:
+        print(f"\n*{note}.*")
 
 
 if __name__ == "__main__":

@@ -29,3 +29,31 @@ def test_median_reach_counts_runs_that_never_reached_as_latest():
     assert cp.median_reach([100, 200, None, None]) == (None, 2)
     assert cp.median_reach([100, 200, 300, None]) == (250, 3)
     assert cp.median_reach([None, None]) == (None, 0)
+
+
+def _runs(**columns):
+    """One row per run (one logged value each): run_dir a, b, c, ... and the given config columns."""
+    n = len(next(iter(columns.values())))
+    rows = {"run_dir": [chr(ord("a") + i) for i in range(n)], "t_env": [10] * n, "value": [0.5] * n}
+    return pd.DataFrame({**rows, "env": ["skirmish"] * n, **columns})
+
+
+def test_runs_of_several_maps_are_not_compared_as_one():
+    import pytest
+
+    cp = load()
+    maps = {"env_args.map_name": ["2s3z", "2s3z", "MMM2", "MMM2"]}
+    df = _runs(name=["qmix"] * 4, seed=[1, 2, 1, 2], **maps)
+    with pytest.raises(SystemExit, match=r"2 tasks \(2s3z, MMM2\).*--filter env_args.map_name=2s3z"):
+        cp.pairable(df, "name", [])
+    kept = cp.pairable(df, "name", ["env_args.map_name=MMM2"])
+    assert list(kept["run_dir"]) == ["c", "d"] and set(kept["group"]) == {"qmix"}
+
+
+def test_a_name_shared_by_different_configs_is_split_by_the_keys_that_differ():
+    cp = load()
+    df = _runs(name=["differ_qmix"] * 4, seed=[1, 2, 1, 2], lr=[0.0005, 0.0005, 0.001, 0.001])
+    groups = cp.pairable(df, "name", [])["group"].tolist()
+    assert groups == ["differ_qmix (lr=0.0005)"] * 2 + ["differ_qmix (lr=0.001)"] * 2
+    same = _runs(name=["differ_qmix"] * 2, seed=[1, 2], lr=[0.0005, 0.0005])
+    assert set(cp.pairable(same, "name", [])["group"]) == {"differ_qmix"}  # seeds of one config
