@@ -249,6 +249,18 @@ def curves(df, smooth):
     return out
 
 
+def on_grid(grid, steps, values):
+    """A run's curve at the group's grid of steps: interpolated between its logged points, NaN
+    outside them, except that its last value stands for up to half its logging interval beyond
+    it. Runs of one length end a few env steps apart (an episode overshoots t_max), and the
+    mean of the last grid points would otherwise be of one or two runs: a jump at the end."""
+    out = np.interp(grid, steps, values, left=np.nan, right=np.nan)
+    if len(steps) > 1:
+        tail = (grid > steps[-1]) & (grid <= steps[-1] + 0.5 * np.median(np.diff(steps)))
+        out[tail] = values[-1]
+    return out
+
+
 def bootstrap_band(matrix, rng):
     """Mean over rows (seeds) and the 95% percentile bootstrap interval of that mean, per column."""
     n = matrix.shape[0]
@@ -601,7 +613,7 @@ def main(argv=None):
         for group, g in sorted(df[df["task"] == task].groupby("group"), key=lambda x: x[0]):
             runs = curves(g, a.smooth)
             grid = np.unique(np.concatenate([s for s, _ in runs.values()]))
-            matrix = np.array([np.interp(grid, s, v, left=np.nan, right=np.nan) for s, v in runs.values()])
+            matrix = np.array([on_grid(grid, s, v) for s, v in runs.values()])
             mean, lo, hi = bootstrap_band(matrix, rng)
             ax.plot(grid, mean, label=f"{group} (n={len(runs)})")
             ax.fill_between(grid, lo, hi, alpha=0.25)

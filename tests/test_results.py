@@ -530,3 +530,15 @@ def test_records_from_before_the_random_layout_default_count_as_toward(tmp_path)
     out = str(tmp_path / "plot")
     assert plot.main([str(root), "--out", out]) == 0
     assert groups_of(out) == {"qmix (env_args.placement=toward)": 2, "qmix (env_args.placement=random)": 2}
+
+
+def test_runs_that_end_a_few_steps_apart_end_together_in_the_mean():
+    # Two runs logged every 100 steps, ending at 1000 and 1010: the mean at 1010 is of both, not
+    # of the longer run alone. A run that stopped at 500 stays out of the grid beyond it.
+    grid = np.array([900.0, 1000.0, 1005.0, 1010.0])
+    a = plot.on_grid(grid, np.array([800.0, 900.0, 1000.0]), np.array([0.0, 0.2, 0.4]))
+    b = plot.on_grid(grid, np.array([810.0, 910.0, 1010.0]), np.array([0.0, 0.8, 1.0]))
+    assert a.tolist() == [0.2, 0.4, 0.4, 0.4]
+    assert np.nanmean([a, b], axis=0)[-1] == pytest.approx(0.7)
+    short = plot.on_grid(grid, np.array([300.0, 400.0, 500.0]), np.array([0.1, 0.2, 0.3]))
+    assert np.isnan(short).all()
