@@ -27,6 +27,8 @@ from scipy import stats
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
+import plot  # noqa: E402  (its grouping rules, filters and the simulator note)
+
 
 def run_values(df, steps, last):
     """{run_dir: [value at each step..., mean of the last `last` values]}, one metric's rows."""
@@ -73,8 +75,6 @@ def welch(x, y):
 def pairable(df, group_by, filters):
     """The runs of one task, each row's "group" its --group-by value, split where configs differ
     (src/plot.py's rule); a folder that holds several tasks needs a --filter."""
-    import plot
-
     df = plot.apply_filters(df, filters)
     if df.empty:
         raise SystemExit("error: no runs left after the filters")
@@ -149,7 +149,7 @@ def main():
                 step, k = median_reach(list(first_reach(g, level).values()))
                 cells.append(f"{'not reached' if step is None else f'{step / 1000:.0f}k'} ({k}/{n} seeds)")
             print(f"| {name} | {n} | " + " | ".join(cells) + " |")
-    note = __import__("plot").simulator_note(df)
+    note = plot.simulator_note(df)
     if note:
         print(f"\n*{note}.*")
 

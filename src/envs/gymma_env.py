@@ -21,7 +21,6 @@ import numpy as np
 from envs.multiagentenv import PerAgentSpacesEnv, noop_only, team_reward
 from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
-from utils.seeding import generator_from_state, generator_state
 
 WRAPPER_KEYS = {"key", "time_limit", "time_limit_terminal", "seed", "common_reward", "reward_scalarisation"}
 PACKAGES = {"lbforaging": "lbforaging", "rware": "rware"}  # module -> PyPI name
@@ -87,6 +86,8 @@ def validate_env_args(env_args):
 
 
 class GymmaEnv(PerAgentSpacesEnv):
+    rng_attribute = "_np_random"  # behind gymnasium's Env.np_random, which would make one if absent
+
     def __init__(self, **env_args):
         env_id = resolve_key(env_args.get("key"))
         self.time_limit_terminal = env_args.get("time_limit_terminal", True)
@@ -139,14 +140,6 @@ class GymmaEnv(PerAgentSpacesEnv):
         for i, o in enumerate(obs):
             o = np.asarray(o, dtype=np.float32).reshape(-1)
             self._obs[i, : o.size] = o
-
-    def get_rng_state(self):
-        g = getattr(self.env.unwrapped, "_np_random", None)  # gymnasium's Env.np_random
-        return {"np_random": generator_state(g)} if isinstance(g, np.random.Generator) else None
-
-    def set_rng_state(self, state):
-        self.env.unwrapped.np_random = generator_from_state(state["np_random"])
-        self._seeded = True  # the next reset must not seed it again
 
     def reset(self):
         seed = None if self._seeded else self._seed

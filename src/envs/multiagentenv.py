@@ -1,5 +1,7 @@
 import numpy as np
 
+from utils.seeding import generator_from_state, generator_state
+
 
 def noop_only(avail, finished):
     """avail [n_agents, n_actions] with the rows of finished agents (0/1 flags) reduced to action
@@ -128,6 +130,17 @@ class PerAgentSpacesEnv(MultiAgentEnv):
 
     continuous = False
     agents = None  # agent names, where the env has them
+    # The raw env's attribute holding the NumPy Generator its episodes draw from, for wrappers
+    # that seed it on their first reset (self._seeded); None: the wrapper keeps its own state.
+    rng_attribute = None
+
+    def get_rng_state(self):
+        g = getattr(self.env.unwrapped, self.rng_attribute, None) if self.rng_attribute else None
+        return {"np_random": generator_state(g)} if isinstance(g, np.random.Generator) else None
+
+    def set_rng_state(self, state):
+        setattr(self.env.unwrapped, self.rng_attribute, generator_from_state(state["np_random"]))
+        self._seeded = True  # the next reset must not seed it again
 
     def get_obs_size(self):
         return self.obs_size

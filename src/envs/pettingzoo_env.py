@@ -9,7 +9,6 @@ import numpy as np
 from envs.multiagentenv import PerAgentSpacesEnv, action_layout, noop_only, team_reward
 from utils.errors import ConfigError, first_line
 from utils.registry import unknown_name_message
-from utils.seeding import generator_from_state, generator_state
 from utils.values import coerce
 
 # env_args keys this wrapper consumes; all others go to the scenario's constructor.
@@ -113,6 +112,8 @@ def validate_env_args(env_args):
 
 
 class PettingZooEnv(PerAgentSpacesEnv):
+    rng_attribute = "np_random"  # where PettingZoo envs draw from
+
     def __init__(self, **env_args):
         self.module = resolve_module(env_args)
         self.env = self.module.parallel_env(**constructor_kwargs(self.module, env_args))
@@ -154,14 +155,6 @@ class PettingZooEnv(PerAgentSpacesEnv):
         self.teams = self._teams()
         self.reset()
         self.state_size = self.get_state().size
-
-    def get_rng_state(self):
-        g = getattr(self.env.unwrapped, "np_random", None)  # where PettingZoo envs draw from
-        return {"np_random": generator_state(g)} if isinstance(g, np.random.Generator) else None
-
-    def set_rng_state(self, state):
-        self.env.unwrapped.np_random = generator_from_state(state["np_random"])
-        self._seeded = True  # the next reset must not seed it again
 
     # --- episode ----------------------------------------------------------------------------
     def reset(self):

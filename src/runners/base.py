@@ -69,14 +69,13 @@ class RunnerBase:
         }
 
     def load_state_dict(self, state: dict) -> list[str]:
-        """-> why the coming episodes differ from the uninterrupted run's ([] when they do not)."""
+        """The state of a run with the same settings (so the same envs). -> why the coming
+        episodes differ from the uninterrupted run's ([] when they do not)."""
         self.log_train_stats_t = state["log_train_stats_t"]
         self.train_returns[:] = state["train_returns"]
         self.train_stats.clear()
         self.train_stats.update(state["train_stats"])
-        envs, n = state["envs"], len(self.env_rng_states())
-        if len(envs) != n:
-            return [f"the checkpoint holds the random states of {len(envs)} envs, and this run has {n}"]
+        envs = state["envs"]
         if any(s is None for s in envs):
             return [f"{self.args.env} cannot save its random state"]
         self.set_env_rng_states(envs)

@@ -183,11 +183,15 @@ def check_checkpoint(path, load_step=0):
     return folder
 
 
-def load_checkpoint(folder, learner, device):
+def _load(folder, name, device="cpu"):
     try:
-        state = torch.load(os.path.join(folder, "learner.th"), map_location=device, weights_only=True)
+        return torch.load(os.path.join(folder, name), map_location=device, weights_only=True)
     except Exception as e:  # torch raises many types for damaged files
-        raise ConfigError(f"checkpoint {folder!r}: learner.th cannot be loaded: {first_line(e)}") from None
+        raise ConfigError(f"checkpoint {folder!r}: {name} cannot be loaded: {first_line(e)}") from None
+
+
+def load_checkpoint(folder, learner, device):
+    state = _load(folder, "learner.th", device)
     try:
         learner.load_state_dict(state)
     except (RuntimeError, KeyError) as e:  # other networks: a changed agent, hidden_dim, policy_ensemble...
@@ -201,13 +205,9 @@ def load_checkpoint(folder, learner, device):
 
 def load_run_state(folder):
     """The step folder's run_state.th, or None where it has none (saved before it was kept)."""
-    path = os.path.join(folder, "run_state.th")
-    if not os.path.isfile(path):
+    if not os.path.isfile(os.path.join(folder, "run_state.th")):
         return None
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many types for damaged files
-        raise ConfigError(f"checkpoint {folder!r}: run_state.th cannot be loaded: {first_line(e)}") from None
+    return _load(folder, "run_state.th")
 
 
 def load_buffer(folder, buffer):

@@ -1,4 +1,7 @@
-"""Seeds of the copies of an env that one run plays side by side."""
+"""Seeds of the copies of an env that one run plays side by side, and the random states a
+checkpoint keeps."""
+
+import random
 
 import numpy as np
 
@@ -44,38 +47,26 @@ def unplain(obj):
 
 
 def generator_state(g):
-    """The state of a NumPy Generator or RandomState."""
-    if isinstance(g, np.random.Generator):
-        return plain(g.bit_generator.state)
-    if isinstance(g, np.random.RandomState):
-        return plain(g.get_state(legacy=False))
-    raise TypeError(f"not a NumPy random generator: {type(g).__name__}")
+    """The state of a NumPy Generator."""
+    return plain(g.bit_generator.state)
 
 
 def set_generator_state(g, state):
-    """Put `state` (from generator_state) into g in place: whatever holds g draws from it."""
-    if isinstance(g, np.random.Generator):
-        g.bit_generator.state = unplain(state)
-    elif isinstance(g, np.random.RandomState):
-        g.set_state(unplain(state))
-    else:
-        raise TypeError(f"not a NumPy random generator: {type(g).__name__}")
-    return g
+    """Put `state` (from generator_state) into the Generator g in place: whatever holds g draws
+    from it."""
+    g.bit_generator.state = unplain(state)
 
 
 def generator_from_state(state):
-    """A new NumPy Generator with `state` (from generator_state of a Generator)."""
-    state = unplain(state)
+    """A new NumPy Generator with `state` (from generator_state)."""
     g = np.random.Generator(getattr(np.random, state["bit_generator"])())
-    g.bit_generator.state = state
+    set_generator_state(g, state)
     return g
 
 
 def process_rng_state(device=None):
     """This process's global streams: random, numpy.random, torch (and CUDA on a GPU run)."""
-    import random
-
-    import torch
+    import torch  # here: env worker processes import this module and never need torch
 
     state = {
         "python": random.getstate(),
@@ -88,8 +79,6 @@ def process_rng_state(device=None):
 
 
 def set_process_rng_state(state):
-    import random
-
     import torch
 
     random.setstate(state["python"])
