@@ -235,7 +235,9 @@ class VMASEnv(PerAgentSpacesEnv):
         return {"shared": plain(list(self._rng[0])), "cuda": self._rng[1]}
 
     def set_rng_state(self, state):
-        self._rng = (unplain(state["shared"]), state["cuda"])
+        # A state saved on the CPU has no CUDA part (device is not a training setting): keep ours.
+        cuda = state["cuda"] if state["cuda"] is not None else self._rng[1]
+        self._rng = (unplain(state["shared"]), cuda)
 
     # --- one env (episode and parallel runners) ---------------------------------------------
     def reset(self):
