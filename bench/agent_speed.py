@@ -28,14 +28,16 @@ def measure(config, env_config, task, steps, overrides, device="cpu"):
     import torch
 
     from assembly import build, resolve_device
-    from config import load_config
+    from config import load_config, seed_env
     from run import set_seeds
     from utils.logger import Logger, get_console_logger
 
     key = "map_name" if env_config in ("skirmish", "sc2") else "scenario"
     argv = [f"--config={config}", f"--env-config={env_config}", "with", "seed=1", "torch_threads=1"]
     argv += [f"env_args.{key}={task}", f"t_max={steps}", *overrides]
-    args = SimpleNamespace(**load_config(argv))
+    run_config = load_config(argv)
+    seed_env(run_config)  # as main does: a seeded run seeds its env
+    args = SimpleNamespace(**run_config)
     args.device, args.unique_token = resolve_device(device), "bench"
 
     def sync():

@@ -100,8 +100,10 @@ class TransformerAgent(nn.Module):
         x = torch.cat([inputs, inputs.new_zeros(n, t, 1)], dim=-1)[..., self.index]  # [n, T, K, d]
         tokens = self.embed(x) + self.group_embed(self.groups)  # [n, T, K, emb]
         outs = []
-        for s in range(t):
-            seq = self.encoder(torch.cat([tokens[:, s], hidden.unsqueeze(1)], dim=1))
+        # unbind, not tokens[:, s]: each select's backward would write a zero tensor the size of
+        # all T steps, so the backward pass grew with T squared.
+        for step in tokens.unbind(1):
+            seq = self.encoder(torch.cat([step, hidden.unsqueeze(1)], dim=1))
             hidden = seq[:, -1]
             outs.append(self._heads(seq))
         return torch.stack(outs, dim=1), hidden
