@@ -146,6 +146,19 @@ def test_buffer_state_round_trip(tmp_path, ids):
     assert back["ep_id"][:, 0].tolist() == buf["ep_id"][:, 0].tolist()
 
 
+def test_buffer_state_of_a_part_filled_buffer_is_not_a_copy():
+    # A checkpoint of a part-filled buffer must not need a second buffer's worth of memory: its
+    # tensors share the buffer's memory, over storages that hold only the filled episodes.
+    buf = replay(5)
+    buf.insert_episode_batch(fill(batch(bs=3), [0, 1, 2]))
+    state = buf.state_dict()
+    for k, v in state["transition_data"].items():
+        own = buf.data.transition_data[k]
+        assert v.data_ptr() == own.data_ptr() and torch.equal(v, own[:3]), k
+        assert v.untyped_storage().nbytes() == own[:3].numel() * own.element_size(), k
+    assert state["transitions"].data_ptr() == buf._transitions.data_ptr()
+
+
 def test_buffer_state_of_another_shape_is_refused():
     buf = replay(5)
     buf.insert_episode_batch(fill(batch(bs=2), [0, 1]))

@@ -254,6 +254,20 @@ class EpisodeBatch:
         )
 
 
+def first_rows(v: torch.Tensor, n: int) -> torch.Tensor:
+    """v[:n] over a storage of exactly its bytes, without a copy. torch.save writes a view's
+    whole storage, and a copy of a part-filled buffer for a checkpoint would need as much memory
+    again (several GiB on large maps, with two runs sharing the machine)."""
+    if n == len(v):
+        return v
+    if n == 0 or not v.is_contiguous():
+        return v[:n].clone()
+    size = v.element_size()
+    start = v.storage_offset() * size
+    storage = v.untyped_storage()[start : start + n * v.stride(0) * size]  # shares v's memory
+    return v.new_empty(0).set_(storage, 0, (n, *v.shape[1:]), v.stride())
+
+
 class ReplayBuffer(EpisodeBatch):
     """A ring buffer of whole episodes, sampled uniformly; lives on `device` (the CPU by default)."""
 
@@ -335,8 +349,7 @@ class ReplayBuffer(EpisodeBatch):
     def state_dict(self) -> dict:
         """The stored episodes (only the filled slots) and the ring's position, for checkpoints."""
         n = self.episodes_in_buffer
-        # torch.save writes a view's whole storage: copy a part, never the full buffer
-        part = lambda v: v if n == len(v) else v[:n].clone()  # noqa: E731
+        part = lambda v: first_rows(v, n)  # noqa: E731
         return {
             "transition_data": {k: part(v) for k, v in self.data.transition_data.items()},
             "episode_data": {k: part(v) for k, v in self.data.episode_data.items()},

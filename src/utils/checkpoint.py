@@ -216,7 +216,9 @@ def load_buffer(folder, buffer):
     if not os.path.isfile(path):
         return False
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        # Mapped, not read: the episodes are copied into the buffer from the file's pages, which
+        # the system can drop, so a resume needs no second buffer's worth of memory.
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         buffer.load_state_dict(state)
     except (ValueError, KeyError) as e:
         raise ConfigError(f"checkpoint {folder!r}: buffer.th does not fit this run: {e}") from None
