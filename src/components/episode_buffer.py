@@ -260,7 +260,7 @@ def first_rows(v: torch.Tensor, n: int) -> torch.Tensor:
     again (several GiB on large maps, with two runs sharing the machine)."""
     if n == len(v):
         return v
-    if n == 0 or not v.is_contiguous():
+    if n == 0 or not v.is_contiguous() or v.device.type != "cpu":  # a GPU buffer: as before
         return v[:n].clone()
     size = v.element_size()
     start = v.storage_offset() * size
