@@ -349,11 +349,10 @@ class ReplayBuffer(EpisodeBatch):
     def state_dict(self) -> dict:
         """The stored episodes (only the filled slots) and the ring's position, for checkpoints."""
         n = self.episodes_in_buffer
-        part = lambda v: first_rows(v, n)  # noqa: E731
         return {
-            "transition_data": {k: part(v) for k, v in self.data.transition_data.items()},
-            "episode_data": {k: part(v) for k, v in self.data.episode_data.items()},
-            "transitions": part(self._transitions),
+            "transition_data": {k: first_rows(v, n) for k, v in self.data.transition_data.items()},
+            "episode_data": {k: first_rows(v, n) for k, v in self.data.episode_data.items()},
+            "transitions": first_rows(self._transitions, n),
             "buffer_index": self.buffer_index,
             "episodes_in_buffer": n,
             "buffer_size": self.buffer_size,
