@@ -131,10 +131,17 @@ def resume(args, logger, buffer, folder, meta, runner):
         if restored:
             console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
         else:
+            saved = (meta.get("config") or {}).get("save_buffer", False)
+            why = (
+                "it was saved with one, but buffer.th is not there (sweep archives and "
+                "copied checkpoints leave it out)"
+                if saved
+                else "it was saved with save_buffer=False"
+            )
             console.warning(
-                "this checkpoint has no replay buffer (save_buffer=False): training waits until "
-                "the buffer refills from the restored policy, which a run that was never stopped "
-                "would not have done"
+                f"this checkpoint has no replay buffer ({why}): training waits until the buffer "
+                "refills from the restored policy, which a run that was never stopped would not "
+                "have done"
             )
     info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
     changes = config_changes(meta["config"], plain_config(args)) if meta.get("config") else {}

@@ -94,7 +94,7 @@ def test_checkpoint_resume_and_evaluate(tmp_path):
     info = read(resumed, "info.json")["resumed_from"]
     assert info["t_env"] == mid and os.path.samefile(info["record"], first) and not info["buffer_restored"]
     assert "config_changed" not in info  # t_max, checkpoint_path and load_step are not training settings
-    assert "no replay buffer" in read(resumed, "cout.txt")  # saved without one: said, not hidden
+    assert "no replay buffer (it was saved with save_buffer=False)" in read(resumed, "cout.txt")
 
     # Evaluate only: test episodes from the latest checkpoint, no training.
     assert (

@@ -906,6 +906,7 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
     assert info["t_env"] == t_saved and not info["buffer_restored"] and info["points_carried"] > 0
     assert info["config_changed"] == {"gamma": [0.5, gamma]}
     assert info["differs_because"] == ["settings changed", "no replay buffer"]  # the archive keeps none
+    assert "it was saved with one, but buffer.th is not there" in read(resumed, "cout.txt")
     curve = read(resumed, "metrics.json")["test_return_mean"]
     upto = [t for t in archived_curve["steps"] if t <= t_saved]
     assert (
