@@ -12,6 +12,7 @@ import torch
 
 from assembly import build, env_info_summary, resolve_device
 from components.episode_buffer import EpisodeBatch
+from components.replay_log import LOG, read_log, rebuild
 from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, load_run_state, save_checkpoint
 from utils.logger import Logger, Progress, get_console_logger
 from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
@@ -127,23 +128,39 @@ def resume(args, logger, buffer, folder, meta, runner):
     console = logger.console_logger
     t_env = meta["t_env"]
     restored = buffer is not None and load_buffer(folder, buffer)
-    if buffer is not None:
+    rebuilt = None
+    if restored:
+        console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
+        log = read_log(folder)  # the env states the restored episodes began from, for the next log
+        if log is not None and log[0]["episodes_in_buffer"] == buffer.episodes_in_buffer:
+            buffer.env_rng[: buffer.episodes_in_buffer] = log[0]["env_rng"]
+    elif buffer is not None and os.path.isfile(os.path.join(folder, LOG)):
+        started = time.time()
+        why = rebuild(folder, buffer, args, runner)
+        restored = rebuilt = why is None
         if restored:
-            console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
+            console.info(
+                f"replay buffer rebuilt from {LOG}: {buffer.episodes_in_buffer} episodes played "
+                f"again in {time.time() - started:.0f} s, the same to the last bit as when saved"
+            )
         else:
-            saved = (meta.get("config") or {}).get("save_buffer", False)
-            why = (
-                "it was saved with one, but buffer.th is not there (sweep archives and "
-                "copied checkpoints leave it out)"
-                if saved
-                else "it was saved with save_buffer=False"
-            )
-            console.warning(
-                f"this checkpoint has no replay buffer ({why}): training waits until the buffer "
-                "refills from the restored policy, which a run that was never stopped would not "
-                "have done"
-            )
+            console.warning(f"the replay buffer could not be rebuilt from {LOG}: {why}")
+    if buffer is not None and not restored:
+        saved = (meta.get("config") or {}).get("save_buffer", False)
+        why = (
+            "it was saved with one, but buffer.th is not there (sweep archives and "
+            "copied checkpoints leave it out)"
+            if saved
+            else "it was saved with save_buffer=False"
+        )
+        console.warning(
+            f"this checkpoint has no replay buffer ({why}): training waits until the buffer "
+            "refills from the restored policy, which a run that was never stopped would not "
+            "have done"
+        )
     info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
+    if rebuilt is not None:
+        info["buffer_rebuilt"] = rebuilt  # played again from its log (False: the log did not fit)
     changes = config_changes(meta["config"], plain_config(args)) if meta.get("config") else {}
     if changes:
         console.warning(
@@ -276,7 +293,7 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
         else:
             t_before = runner.t_env
             episode_batch = runner.run(test_mode=False)
-            buffer.insert_episode_batch(episode_batch)
+            buffer.insert_episode_batch(episode_batch, runner.episode_rng_states)
             if args.train_interval_steps:
                 pending += runner.t_env - t_before
                 n_updates, pending = divmod(pending, args.train_interval_steps)

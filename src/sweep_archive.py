@@ -4,7 +4,8 @@ across machines and sessions.
 The archive (a sweep's `archive` folder, e.g. bench/runs/<experiment>) keeps the small files of
 each completed record, one folder per configuration (with `archive_checkpoints`, also the run's
 final checkpoint without its replay buffer, for cross-play on another machine), and each stopped
-run's newest checkpoint (without its replay buffer) and record in <archive>/unfinished/. Copies
+run's newest checkpoint (without buffer.th, but with the few MB of buffer_log.npz from which the
+resumed run plays its buffer again) and record in <archive>/unfinished/. Copies
 are made whole or not at all: run.json, or where.json for a stopped run, is written last and marks
 a whole copy, and a stopped run's copy replaces the previous one only once it is whole
 (_write_whole)."""
@@ -14,6 +15,7 @@ import json
 import os
 import shutil
 
+from components.replay_log import LOG
 from config import project_path
 from utils.checkpoint import find_checkpoint
 from utils.errors import ConfigError
@@ -123,8 +125,11 @@ def archive_completed(spec):
         dest = os.path.join(archive, archive_name(config, key))
         point = final_checkpoint(saved.get(key, []), os.path.relpath(path, results_dir(spec)))
         if point is not None:  # before the record, whose run.json marks the copy whole
+            # the buffer's log too is for going on, which a completed run will not do
             _copy_files(
-                point["folder"], os.path.join(dest, "checkpoint", str(point["t_env"])), skip=("buffer.th",)
+                point["folder"],
+                os.path.join(dest, "checkpoint", str(point["t_env"])),
+                skip=("buffer.th", LOG),
             )
         _copy_files(path, dest, names=ARCHIVED)
         have.add(key)

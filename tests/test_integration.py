@@ -182,6 +182,73 @@ def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monke
     assert _curves(resumed) == _curves(whole)
 
 
+@pytest.mark.parametrize(
+    "alg,env,extra",
+    [
+        ("qmix", "mpe", []),
+        ("differ_qmix", "skirmish", ["env_args.map_name=3m"]),
+        ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),
+    ],
+)
+def test_a_checkpoint_without_its_buffer_plays_the_buffer_again_from_its_log(
+    tmp_path, monkeypatch, alg, env, extra
+):
+    # As a sweep's archive or a fresh checkout has it: buffer.th gone, buffer_log.npz kept. The
+    # resumed run plays the stored episodes again and goes on exactly as the uninterrupted one.
+    argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=400", *extra]
+    assert run_main(tmp_path / "whole", alg, env, extra=argv) == 0
+    restore = _stop_after_checkpoint_at(monkeypatch, 200)
+    assert run_main(tmp_path / "parts", alg, env, extra=argv) == 130
+    restore()
+    root = glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+    newest = max(os.listdir(root), key=int)
+    assert sorted(os.listdir(os.path.join(root, newest))) == [
+        "buffer.th",
+        "buffer_log.npz",
+        "learner.th",
+        "meta.json",
+        "run_state.th",
+    ]
+    log_size = os.path.getsize(os.path.join(root, newest, "buffer_log.npz"))
+    assert log_size < os.path.getsize(os.path.join(root, newest, "buffer.th")) / 20
+    os.remove(os.path.join(root, newest, "buffer.th"))
+    assert run_main(tmp_path / "parts", alg, env, extra=[*argv, f"checkpoint_path={root}"]) == 0
+    whole, resumed = sacred_runs(tmp_path / "whole")[0], sacred_runs(tmp_path / "parts")[-1]
+    info = read(resumed, "info.json")["resumed_from"]
+    assert info["exact"] and info["buffer_restored"] and info["buffer_rebuilt"], info
+    assert "replay buffer rebuilt from buffer_log.npz" in read(resumed, "cout.txt")
+    assert _curves(resumed) == _curves(whole)
+    # the resumed run's own checkpoints keep a log again, of the same buffer as the whole run's
+    import numpy as np
+
+    final = os.path.join(root, max(os.listdir(root), key=int))
+    whole_root = glob.glob(os.path.join(str(tmp_path / "whole"), "models", "*"))[0]
+    with (
+        np.load(os.path.join(final, "buffer_log.npz")) as a,
+        np.load(os.path.join(whole_root, os.path.basename(final), "buffer_log.npz")) as b,
+    ):
+        assert bytes(a["meta"]) == bytes(b["meta"])
+
+
+def test_a_log_that_does_not_replay_the_buffer_is_not_used(tmp_path, monkeypatch):
+    # Other env settings under the same log (as a changed simulator would be): the episodes
+    # played again differ, the digest says so, and the run goes on without a buffer.
+    argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=300"]
+    restore = _stop_after_checkpoint_at(monkeypatch, 100)
+    assert run_main(tmp_path, "qmix", "skirmish", extra=[*argv, "env_args.map_name=3m"]) == 130
+    restore()
+    root = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    for path in glob.glob(os.path.join(root, "*", "buffer.th")):
+        os.remove(path)
+    other = [*argv, "env_args.map_name=3m", "env_args.reward_win=100", f"checkpoint_path={root}"]
+    assert run_main(tmp_path, "qmix", "skirmish", extra=other) == 0
+    info = read(sacred_runs(tmp_path)[-1], "info.json")["resumed_from"]
+    assert not info["buffer_restored"] and info["buffer_rebuilt"] is False and not info["exact"]
+    cout = read(sacred_runs(tmp_path)[-1], "cout.txt")
+    assert "could not be rebuilt from buffer_log.npz: the episodes played again differ" in cout
+    assert "no replay buffer (it was saved with one, but buffer.th is not there" in cout
+
+
 def test_a_resume_that_cannot_repeat_the_run_says_why(tmp_path, monkeypatch, mock_env, capsys):
     # The mock env keeps no random state, and a checkpoint without a buffer restarts learning:
     # the record and the console say the resumed curve is not the uninterrupted run's.

@@ -280,11 +280,16 @@ class ReplayBuffer(EpisodeBatch):
         self.buffer_index = 0
         self.episodes_in_buffer = 0
         self._transitions = torch.zeros(buffer_size)  # per stored episode, for sample_transitions
+        # per stored episode, the env's random state before it began (None: not known), so that
+        # a checkpoint can keep the buffer as a log of how to play it again (replay_log.py)
+        self.env_rng = [None] * buffer_size
 
-    def insert_episode_batch(self, ep_batch: EpisodeBatch) -> None:
+    def insert_episode_batch(self, ep_batch: EpisodeBatch, env_rng: list | None = None) -> None:
+        """env_rng: the random state of the env of each episode before it began, if known."""
         n = ep_batch.batch_size
         if self.buffer_index + n <= self.buffer_size:
             dst = slice(self.buffer_index, self.buffer_index + n)
+            self.env_rng[dst] = env_rng if env_rng is not None else [None] * n
             t = ep_batch.max_seq_length
             # Straight copies: the batch already holds its preprocessed fields and `filled`.
             for k, v in ep_batch.data.transition_data.items():
@@ -299,8 +304,9 @@ class ReplayBuffer(EpisodeBatch):
             self.buffer_index %= self.buffer_size
         else:
             left = self.buffer_size - self.buffer_index
-            self.insert_episode_batch(ep_batch[0:left, :])
-            self.insert_episode_batch(ep_batch[left:, :])
+            head, tail = (env_rng[:left], env_rng[left:]) if env_rng is not None else (None, None)
+            self.insert_episode_batch(ep_batch[0:left, :], head)
+            self.insert_episode_batch(ep_batch[left:, :], tail)
 
     def can_sample(self, batch_size: int) -> bool:
         return self.episodes_in_buffer >= batch_size

@@ -1,7 +1,9 @@
 """Checkpoints: <root>/<t_env>/{learner.th, meta.json[, buffer.th]}, written atomically.
 
 Only the newest step folder keeps a buffer.th (the replay buffer, with save_buffer=True): it is
-what a resumed run needs, and the largest file by far."""
+what a resumed run needs, and the largest file by far. Every step folder saved with one also keeps
+buffer_log.npz where the run can give it, a few MB from which the buffer is played again
+(components/replay_log.py)."""
 
 import io
 import json
@@ -15,6 +17,7 @@ import zipfile
 
 import torch
 
+from components.replay_log import LOG, save_log
 from utils.errors import ConfigError, first_line
 from utils.files import current_umask
 
@@ -51,6 +54,8 @@ def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None):
                 raise
         if buffer is not None:  # streamed: it can be as large as the memory left for a copy
             stream_save(buffer.state_dict(), os.path.join(tmp, "buffer.th"))
+            with _SignalsHeld():  # small: how to play the buffer again, kept where buffer.th is not
+                save_log(buffer, os.path.join(tmp, LOG))
         os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it 0700
         if os.path.exists(final):
             shutil.rmtree(final)
