@@ -34,7 +34,7 @@ recorded and the others go on (run again, it starts over); the exit code is 1 if
 With `archive`, the small files of each completed record (run.json, config.json, metrics.json,
 info.json; no checkpoints, no cout.txt) are copied there, one folder per configuration, and the
 sweep counts the runs found there as completed. A stopped run keeps its newest checkpoint
-(without buffer.th; with the buffer's log, from which the episode runner's runs play it again)
+(without buffer.th; with the buffer's log, from which most runs play it again)
 and its record in <archive>/unfinished/, and a sweep on a machine
 that lacks them puts them back and goes on from there. Commit that folder, and a sweep spread over
 machines or fresh checkouts skips what is done and goes on with what is not; plot.py reads it

@@ -187,6 +187,7 @@ def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monke
     [
         ("qmix", "mpe", []),
         ("differ_qmix", "skirmish", ["env_args.map_name=3m"]),
+        ("differ_qmix", "skirmish", ["env_args.map_name=3m", "runner=parallel", "batch_size_run=2"]),
         ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),
     ],
 )

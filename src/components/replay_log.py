@@ -7,8 +7,8 @@ buffer itself (buffer.th, up to several GiB) is not kept: a sweep's archive, a f
 digest of the whole buffer, taken when the log is written, says whether the rebuilt buffer is
 the saved one to the last bit; a buffer that is not is not used.
 
-Only runs whose runner plays one env in this process (the episode runner) and whose env can give
-its random state keep a log."""
+Runs with the episode or the parallel runner keep a log where their env can give its random state
+(not the vector runner, whose envs share one stream); each episode is played again on its own."""
 
 from __future__ import annotations
 
