@@ -12,7 +12,8 @@ import torch
 
 from assembly import build, env_info_summary, resolve_device
 from components.episode_buffer import EpisodeBatch
-from components.replay_log import LOG, read_log, rebuild
+from components.replay_log import LOG, read_log, save_log
+from runners.replay import rebuild
 from utils.checkpoint import find_checkpoint, load_buffer, load_checkpoint, load_run_state, save_checkpoint
 from utils.logger import Logger, Progress, get_console_logger
 from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
@@ -374,5 +375,7 @@ def save_model(args, runner, learner, episode, buffer=None, pending=0):
     # What a resumed run needs to go on exactly as this one: taken after everything this step drew.
     run_state = {"rng": process_rng_state(args.device), "runner": runner.state_dict(), "pending": pending}
     buffer = buffer if args.save_buffer else None
-    path = save_checkpoint(root, runner.t_env, learner, meta, buffer, run_state)
+    # the buffer's log: small, kept where buffer.th is not (sweep archives, fresh checkouts)
+    writers = {LOG: lambda path: save_log(buffer, path)} if buffer is not None else None
+    path = save_checkpoint(root, runner.t_env, learner, meta, buffer, run_state, writers)
     get_console_logger().info(f"saved checkpoint {path}")

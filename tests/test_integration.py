@@ -305,6 +305,8 @@ def test_buffer_too_large_for_memory_is_refused(tmp_path, capsys):
 class _CountingRunner:
     """Plays `steps` env steps per call, like a runner of batch_size_run episodes."""
 
+    episode_rng_states = None
+
     def __init__(self, steps, batch_size=1):
         self.t_env, self.steps, self.batch_size = 0, steps, batch_size
 
@@ -318,7 +320,7 @@ class _Buffer:
     def __init__(self, ready_after):
         self.inserted, self.ready_after = 0, ready_after
 
-    def insert_episode_batch(self, batch):
+    def insert_episode_batch(self, batch, env_rng=None):
         self.inserted += 1
 
     def can_sample(self, n):

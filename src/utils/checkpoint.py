@@ -3,7 +3,7 @@
 Only the newest step folder keeps a buffer.th (the replay buffer, with save_buffer=True): it is
 what a resumed run needs, and the largest file by far. Every step folder saved with one also keeps
 buffer_log.npz where the run can give it, a few MB from which the buffer is played again
-(components/replay_log.py)."""
+(components/replay_log.py, written through `writers`)."""
 
 import io
 import json
@@ -17,18 +17,18 @@ import zipfile
 
 import torch
 
-from components.replay_log import LOG, save_log
 from utils.errors import ConfigError, first_line
 from utils.files import current_umask
 
 PARTIAL = re.compile(r"^\.\d+\..+")  # a step folder being written (or left by a killed save)
 
 
-def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None):
+def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None, writers=None):
     """Write <root>/<t_env>/ whole or not at all. Partial folders left by a killed earlier save
     are removed first; a failed save (a full disk) removes its own and raises OSError.
     buffer: a replay buffer to save as well (and to drop from the older step folders).
-    run_state: what else a resumed run needs to go on as this one (random states, counters)."""
+    run_state: what else a resumed run needs to go on as this one (random states, counters).
+    writers: {file name: function writing it to the path it is given} (the buffer's log)."""
     os.makedirs(root, exist_ok=True)
     for name in os.listdir(root):
         if PARTIAL.match(name):
@@ -54,8 +54,9 @@ def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None):
                 raise
         if buffer is not None:  # streamed: it can be as large as the memory left for a copy
             stream_save(buffer.state_dict(), os.path.join(tmp, "buffer.th"))
-            with _SignalsHeld():  # small: how to play the buffer again, kept where buffer.th is not
-                save_log(buffer, os.path.join(tmp, LOG))
+        for name, write in (writers or {}).items():
+            with _SignalsHeld():
+                write(os.path.join(tmp, name))
         os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it 0700
         if os.path.exists(final):
             shutil.rmtree(final)

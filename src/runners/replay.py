@@ -1,0 +1,71 @@
+"""Play a replay buffer's log (components/replay_log.py) again: each stored episode on its own, in
+a fresh env built as the run's, with the logged actions."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from components.replay_log import LOG, agent_fields, digest, read_log
+from runners.episode_runner import EpisodeRunner
+
+
+class _ScriptedController:
+    """Plays the logged episode: the stored actions, step by step, and the stored draws."""
+
+    action_selector = None
+
+    def __init__(self, mac, fields, action_shape):
+        self.mac, self.fields, self.action_shape, self.i = mac, fields, action_shape, 0
+
+    def init_hidden(self, batch_size):
+        pass
+
+    def episode_data(self):
+        return {k: v[self.i : self.i + 1] for k, v in self.fields.items() if k != "actions"}
+
+    def select_actions(self, batch, t_ep, t_env, bs=slice(None), test_mode=False):
+        return self.fields["actions"][self.i, t_ep].reshape(1, *self.action_shape)
+
+    def env_actions(self, actions, batch, t, bs):
+        return self.mac.env_actions(actions, batch, t, bs)
+
+
+class _Silent:
+    def log_stat(self, *args, **kwargs):
+        pass
+
+
+def rebuild(folder, buffer, args, runner):
+    """Fill `buffer` by playing again the episodes that the step folder's log keeps, in a fresh
+    env built as the run's. -> None when it worked, else why not (the buffer is then left empty)."""
+    log = read_log(folder)
+    if log is None:
+        return f"the checkpoint keeps neither buffer.th nor {LOG}"
+    meta, fields = log
+    if meta["buffer_size"] != buffer.buffer_size:
+        have, want = meta["buffer_size"], buffer.buffer_size
+        return f"its log is of a buffer of buffer_size={have}, this run's is {want}"
+    steps, consts = agent_fields(buffer)
+    if sorted(fields) != sorted(steps + consts):
+        return f"its log keeps fields {sorted(fields)}, this run's controller writes {sorted(steps + consts)}"
+    vshape = buffer.scheme["actions"]["vshape"]
+    n_agents = buffer.data.transition_data["actions"].shape[2]
+    action_shape = (n_agents,) if tuple(vshape) == (1,) else (n_agents, *vshape)
+    scheme, groups = runner.new_batch.args[0], runner.new_batch.args[1]
+    player = EpisodeRunner(SimpleNamespace(**{**vars(args), "device": "cpu"}), _Silent())
+    scripted = _ScriptedController(runner.mac, fields, action_shape)
+    player.setup(scheme, groups, buffer.preprocess, scripted)
+    try:
+        buffer.buffer_index = buffer.episodes_in_buffer = 0
+        for i, state in enumerate(meta["env_rng"]):
+            scripted.i = i
+            player.env.set_rng_state(state)
+            buffer.insert_episode_batch(player.run(test_mode=False), [state])
+    finally:
+        player.close_env()
+    buffer.buffer_index = meta["buffer_index"]
+    if digest(buffer) != meta["digest"]:
+        buffer.buffer_index = buffer.episodes_in_buffer = 0
+        buffer.env_rng[:] = [None] * buffer.buffer_size
+        return "the episodes played again differ from the saved ones"
+    return None
