@@ -7,6 +7,7 @@ bad value and the valid choices.
 
 import copy
 import importlib.util
+import json
 import math
 import operator
 import os
@@ -332,6 +333,18 @@ def key_specs(path=None):
     return specs
 
 
+def take_checkpoint_seed(config, folder):
+    """Going on with a run and no seed given: the run's own seeds, not a drawn one, which would
+    make the resumed run another run's continuation (and its resume not exact)."""
+    with open(os.path.join(folder, "meta.json")) as f:
+        saved = json.load(f).get("config") or {}
+    if isinstance(saved.get("seed"), int):
+        config["seed"] = saved["seed"]
+        env_seed = (saved.get("env_args") or {}).get("seed")
+        if config["env_args"].get("seed") is None and isinstance(env_seed, int):
+            config["env_args"]["seed"] = env_seed
+
+
 def seed_env(config):
     """env_args.seed takes the run seed where it is not set (parallel workers add their index)."""
     if config["env_args"].get("seed") is None:
@@ -493,7 +506,9 @@ def validate(config, defaults=None):
             raise ConfigError(f"checkpoint_path={config['checkpoint_path']!r} is not a folder")
         from utils.checkpoint import check_checkpoint
 
-        check_checkpoint(config["checkpoint_path"], config["load_step"])
+        folder = check_checkpoint(config["checkpoint_path"], config["load_step"])
+        if config["seed"] is None and not config["evaluate"]:
+            take_checkpoint_seed(config, folder)
     if config["save_replay"]:
         from envs import SAVES_REPLAYS
 

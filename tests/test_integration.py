@@ -434,3 +434,18 @@ def test_a_summary_shows_only_values_logged_since_the_last_one():
     assert "epsilon: 0.8097" in lines[0] and "return_mean: -60.0000" in lines[0]
     assert "epsilon" not in lines[1] and "return_mean: -55.0000" in lines[1]  # mean of the last 5
     assert lines[2] == "t_env 20021, again"
+
+
+def test_a_resume_without_a_seed_goes_on_with_the_runs_own(tmp_path):
+    # A drawn seed would make the resumed run another run's continuation: the checkpoint's seeds
+    # are taken unless seeds are given; evaluation still draws its own.
+    from config import load_config
+
+    argv = ["save_model=True", "save_model_interval=100", "env_args.seed=11"]
+    assert run_main(tmp_path, "qmix", extra=argv, seed=7) == 0
+    root = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    base = ["--config=qmix", "--env-config=mpe", "with", f"checkpoint_path={root}"]
+    config = load_config(base)
+    assert config["seed"] == 7 and config["env_args"]["seed"] == 11
+    assert load_config([*base, "seed=3"])["seed"] == 3
+    assert load_config([*base, "evaluate=True"])["seed"] is None  # main.py draws one
