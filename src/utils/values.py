@@ -72,7 +72,7 @@ BOOKKEEPING = {
     "record", "save_model", "save_model_interval", "save_buffer", "save_replay", "use_tensorboard",
     "use_wandb", "wandb_entity", "wandb_mode", "wandb_project", "torch_threads", "env_workers",
     "log_interval", "runner_log_interval", "learner_log_interval", "team_checkpoints", "device",
-    "experiment",
+    "experiment", "sweep_key",
 }  # fmt: skip
 
 
