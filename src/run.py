@@ -376,6 +376,17 @@ def save_model(args, runner, learner, episode, buffer=None, pending=0):
     run_state = {"rng": process_rng_state(args.device), "runner": runner.state_dict(), "pending": pending}
     buffer = buffer if args.save_buffer else None
     # the buffer's log: small, kept where buffer.th is not (sweep archives, fresh checkouts)
-    writers = {LOG: lambda path: save_log(buffer, path)} if buffer is not None else None
+    writers = {LOG: lambda path: write_buffer_log(buffer, path)} if buffer is not None else None
     path = save_checkpoint(root, runner.t_env, learner, meta, buffer, run_state, writers)
     get_console_logger().info(f"saved checkpoint {path}")
+
+
+def write_buffer_log(buffer, path):
+    """The log is a convenience beside buffer.th: a state it cannot write (an env's random state
+    that is not plain values) costs the log, not the checkpoint."""
+    try:
+        save_log(buffer, path)
+    except (TypeError, ValueError) as e:
+        if os.path.exists(path):
+            os.remove(path)
+        get_console_logger().warning(f"this checkpoint keeps no {LOG}: {e}")

@@ -449,3 +449,20 @@ def test_a_resume_without_a_seed_goes_on_with_the_runs_own(tmp_path):
     assert config["seed"] == 7 and config["env_args"]["seed"] == 11
     assert load_config([*base, "seed=3"])["seed"] == 3
     assert load_config([*base, "evaluate=True"])["seed"] is None  # main.py draws one
+
+
+def test_a_buffer_log_that_cannot_be_written_costs_the_log_not_the_checkpoint(tmp_path, monkeypatch):
+    from components.episode_buffer import ReplayBuffer
+
+    insert = ReplayBuffer.insert_episode_batch
+
+    def with_odd_state(self, batch, env_rng=None):  # as an env whose state JSON cannot hold
+        insert(self, batch, None if env_rng is None else [{"odd": object()} for _ in env_rng])
+
+    monkeypatch.setattr(ReplayBuffer, "insert_episode_batch", with_odd_state)
+    argv = ["save_model=True", "save_model_interval=100", "save_buffer=True"]
+    assert run_main(tmp_path, "qmix", extra=argv) == 0
+    root = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    for step in os.listdir(root):
+        assert "buffer_log.npz" not in os.listdir(os.path.join(root, step))
+    assert "this checkpoint keeps no buffer_log.npz" in read(sacred_runs(tmp_path)[0], "cout.txt")
