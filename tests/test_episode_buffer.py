@@ -124,6 +124,16 @@ def test_buffer_wraps_around():
     assert buf.episodes_in_buffer == 5
 
 
+def test_each_slot_keeps_the_env_state_its_episode_began_from():
+    # The buffer's log pairs each stored episode with its env's random state: across the wrap too.
+    buf = replay(5)
+    buf.insert_episode_batch(fill(batch(bs=3), [0, 1, 2]), [{"s": 0}, {"s": 1}, {"s": 2}])
+    buf.insert_episode_batch(fill(batch(bs=3), [3, 4, 5]), [{"s": 3}, {"s": 4}, {"s": 5}])
+    assert [e["s"] for e in buf.env_rng] == buf["ep_id"][:, 0].long().tolist() == [5, 1, 2, 3, 4]
+    buf.insert_episode_batch(fill(batch(bs=2), [6, 7]))  # a runner that cannot give one
+    assert buf.env_rng == [{"s": 5}, None, None, {"s": 3}, {"s": 4}]
+
+
 @pytest.mark.parametrize("ids", [[0, 1, 2], [0, 1, 2, 3, 4, 5]])  # part filled; wrapped around
 def test_buffer_state_round_trip(tmp_path, ids):
     buf = replay(5)
@@ -265,3 +275,25 @@ def test_sampled_episodes_end_at_the_longest_ones_last_step():
         seen.add(s.max_seq_length)
     assert seen == {3, 4, 5, 7}  # the larger of two of the five lengths: any but the shortest
     assert buf.sample(5).max_seq_length == 7  # the whole buffer at once
+
+
+def test_buffer_log_keeps_what_the_agents_chose_and_a_digest_of_the_rest(tmp_path):
+    from components.replay_log import digest, read_log, save_log
+
+    buf = replay(5)
+    b = fill(batch(bs=3), [0, 1, 2])
+    for i in range(3):
+        chosen = (np.arange(7)[:, None, None] + np.arange(N)[None, :, None] + i) % A
+        b.update({"actions": chosen}, bs=i, ts=slice(0, 7))
+    buf.insert_episode_batch(b, [{"s": 0}, {"s": 1}, {"s": 2}])
+    assert save_log(buf, str(tmp_path / "buffer_log.npz"))
+    meta, fields = read_log(str(tmp_path))
+    assert meta["env_rng"] == [{"s": 0}, {"s": 1}, {"s": 2}] and meta["digest"] == digest(buf)
+    assert torch.equal(fields["actions"], buf["actions"][:3]) and fields["actions"].dtype == torch.long
+    assert torch.equal(fields["ep_id"], buf["ep_id"][:3])
+    assert sorted(fields) == ["actions", "ep_id"]  # nothing the env wrote, nothing derived
+    buf.data.transition_data["obs"][1, 2, 0, 0] += 1e-6
+    assert digest(buf) != meta["digest"]  # any bit of any field
+
+    buf.insert_episode_batch(fill(batch(bs=1), [3]))  # an episode whose env state is unknown
+    assert not save_log(buf, str(tmp_path / "other.npz")) and not (tmp_path / "other.npz").exists()
