@@ -251,6 +251,27 @@ def test_a_log_that_does_not_replay_the_buffer_is_not_used(tmp_path, monkeypatch
     assert "no replay buffer (it was saved with one, but buffer.th is not there" in cout
 
 
+def test_a_log_that_fails_to_play_leaves_the_run_going_without_a_buffer(tmp_path, monkeypatch):
+    import runners.replay
+
+    argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=300"]
+    restore = _stop_after_checkpoint_at(monkeypatch, 100)
+    assert run_main(tmp_path, "qmix", extra=argv) == 130
+    restore()
+    root = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]
+    for path in glob.glob(os.path.join(root, "*", "buffer.th")):
+        os.remove(path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("expected all tensors to be on the same device")
+
+    monkeypatch.setattr(runners.replay._ScriptedController, "select_actions", broken)
+    assert run_main(tmp_path, "qmix", extra=[*argv, f"checkpoint_path={root}"]) == 0
+    info = read(sacred_runs(tmp_path)[-1], "info.json")["resumed_from"]
+    assert info["buffer_rebuilt"] is False and info["differs_because"] == ["no replay buffer"]
+    assert "playing it again failed: expected all tensors" in read(sacred_runs(tmp_path)[-1], "cout.txt")
+
+
 def test_a_resume_that_cannot_repeat_the_run_says_why(tmp_path, monkeypatch, mock_env, capsys):
     # The mock env keeps no random state, and a checkpoint without a buffer restarts learning:
     # the record and the console say the resumed curve is not the uninterrupted run's.

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from components.replay_log import LOG, agent_fields, digest, read_log
 from runners.episode_runner import EpisodeRunner
+from utils.errors import first_line
 
 
 class _ScriptedController:
@@ -55,17 +56,21 @@ def rebuild(folder, buffer, args, runner):
     player = EpisodeRunner(SimpleNamespace(**{**vars(args), "device": "cpu"}), _Silent())
     scripted = _ScriptedController(runner.mac, fields, action_shape)
     player.setup(scheme, groups, buffer.preprocess, scripted)
+    why = None
     try:
         buffer.buffer_index = buffer.episodes_in_buffer = 0
         for i, state in enumerate(meta["env_rng"]):
             scripted.i = i
             player.env.set_rng_state(state)
             buffer.insert_episode_batch(player.run(test_mode=False), [state])
+        buffer.buffer_index = meta["buffer_index"]
+        if digest(buffer) != meta["digest"]:
+            why = "the episodes played again differ from the saved ones"
+    except Exception as e:  # a log this run cannot play: the run goes on as without one
+        why = f"playing it again failed: {first_line(e)}"
     finally:
         player.close_env()
-    buffer.buffer_index = meta["buffer_index"]
-    if digest(buffer) != meta["digest"]:
+    if why is not None:
         buffer.buffer_index = buffer.episodes_in_buffer = 0
         buffer.env_rng[:] = [None] * buffer.buffer_size
-        return "the episodes played again differ from the saved ones"
-    return None
+    return why
