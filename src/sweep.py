@@ -57,6 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import yaml  # noqa: E402
 
+from components.replay_log import LOG  # noqa: E402
 from config import DEFAULT_ALG, DEFAULT_ENV, ROOT, load_config, seed_env, yaml_error  # noqa: E402
 from sweep_archive import (  # noqa: E402
     archive_completed,
@@ -181,11 +182,35 @@ def checkpointing(config, run, spec):
     return extra
 
 
-def resume_changes(run, spec):
-    """-> the settings the run would now get that differ from those its checkpoint has."""
+def resume_folder(run, spec):
     folder = run["resume"].get("folder")
     if folder is None:  # only in the archive (a dry run): its kept checkpoint
         folder = os.path.join(archived_unfinished(spec)[run["key"]]["folder"], "checkpoint")
+    return folder
+
+
+def resume_buffer(run, spec):
+    """-> how the resumed run gets its replay buffer back, or None (an on-policy learner)."""
+    folder = resume_folder(run, spec)
+    try:
+        with open(os.path.join(folder, "meta.json")) as f:
+            learner = (json.load(f).get("config") or {}).get("learner")
+        from learners import REGISTRY as learners
+
+        if learners[learner].on_policy:
+            return None
+    except (OSError, ValueError, KeyError, ConfigError):
+        return None
+    if os.path.isfile(os.path.join(folder, "buffer.th")):
+        return "its buffer from buffer.th"
+    if os.path.isfile(os.path.join(folder, LOG)):
+        return f"its buffer played again from {LOG}"
+    return "no buffer kept: it refills, and the run is not the uninterrupted one"
+
+
+def resume_changes(run, spec):
+    """-> the settings the run would now get that differ from those its checkpoint has."""
+    folder = resume_folder(run, spec)
     try:
         with open(os.path.join(folder, "meta.json")) as f:
             saved = json.load(f).get("config")
@@ -531,6 +556,8 @@ def report(spec, runs, done, busy, wanted=None):
             print("  held   " + describe(r))
         elif r.get("resume"):
             where = ", in the archive" if r["resume"].get("archived") else ""
+            buffer = resume_buffer(r, spec)
+            where += f"; {buffer}" if buffer else ""
             print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']}{where})")
             changes = resume_changes(r, spec)
             if changes:

@@ -641,7 +641,8 @@ def test_a_stopped_sweep_run_goes_on_from_its_checkpoint(tmp_path):
     run_until(2)
     t_saved, first_models = steps_saved(tmp_path)[-1]
     listing = subprocess.run([*sweep, "--dry-run"], capture_output=True, text=True).stdout
-    assert f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved})" in listing
+    resume = f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved}"
+    assert f"{resume}; its buffer from buffer.th)" in listing
     restart = subprocess.run([*sweep, "--dry-run", "--restart"], capture_output=True, text=True).stdout
     assert "  run    --config=qmix --env-config=mpe seed=1" in restart
 
@@ -666,7 +667,7 @@ def test_a_stopped_sweep_run_goes_on_from_its_checkpoint(tmp_path):
     t_last, last_models = steps_saved(tmp_path)[-1]
     assert last_models != first_models
     listing = subprocess.run([*sweep, "--dry-run"], capture_output=True, text=True).stdout
-    assert f"(from t_env {t_last})" in listing
+    assert f"(from t_env {t_last}; its buffer from buffer.th)" in listing
 
 
 def test_a_completed_sweep_run_keeps_checkpoints_but_no_buffer(tmp_path):
@@ -900,7 +901,14 @@ def test_a_stopped_sweep_run_goes_on_from_the_archive_on_a_fresh_checkout(tmp_pa
 
     second = spec_for("second")  # a fresh checkout: nothing in its results folder
     listing = subprocess.run([*second, "--dry-run"], capture_output=True, text=True).stdout
-    assert f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved}, in the archive)" in listing
+    resume = f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved}, in the archive"
+    assert f"{resume}; its buffer played again from buffer_log.npz)" in listing
+    log = Path(kept, "checkpoint", "buffer_log.npz")
+    saved_log = log.read_bytes()
+    log.unlink()  # as a checkpoint from before the log, or of a run whose env gives no state
+    without = subprocess.run([*second, "--dry-run"], capture_output=True, text=True).stdout
+    assert f"{resume}; no buffer kept: it refills, and the run is not the uninterrupted one)" in without
+    log.write_bytes(saved_log)
     assert f"--restart starts afresh): gamma: 0.5 -> {gamma}\n" in listing
     assert not os.path.exists(tmp_path / "second")
     run_until(second, tmp_path / "second", 2)  # the restored step and one new save
