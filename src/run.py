@@ -374,10 +374,11 @@ def save_model(args, runner, learner, episode, buffer=None, pending=0):
     }
     # What a resumed run needs to go on exactly as this one: taken after everything this step drew.
     run_state = {"rng": process_rng_state(args.device), "runner": runner.state_dict(), "pending": pending}
-    buffer = buffer if args.save_buffer else None
-    # the buffer's log: small, kept where buffer.th is not (sweep archives, fresh checkouts)
+    # The buffer's log, with or without save_buffer: a few MB that give the buffer back where
+    # buffer.th is not kept (save_buffer=False, sweep archives, fresh checkouts).
     writers = {LOG: lambda path: write_buffer_log(buffer, path)} if buffer is not None else None
-    path = save_checkpoint(root, runner.t_env, learner, meta, buffer, run_state, writers)
+    kept = buffer if args.save_buffer else None
+    path = save_checkpoint(root, runner.t_env, learner, meta, kept, run_state, writers)
     get_console_logger().info(f"saved checkpoint {path}")
 
 

@@ -224,11 +224,12 @@ def resume_changes(run, spec):
 
 
 def drop_buffers(spec, key):
-    """A completed run's checkpoints need no replay buffer any more: free the disk."""
+    """A completed run's checkpoints need no replay buffer (nor its log) any more: free the disk."""
     for entry in saved_runs(spec).get(key, []):
-        path = os.path.join(entry["folder"], "buffer.th")
-        if os.path.isfile(path):
-            os.remove(path)
+        for name in ("buffer.th", LOG):
+            path = os.path.join(entry["folder"], name)
+            if os.path.isfile(path):
+                os.remove(path)
 
 
 def log_path(run, spec):

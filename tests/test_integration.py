@@ -115,6 +115,8 @@ def test_resume_restores_the_replay_buffer_kept_by_the_newest_checkpoint(tmp_pat
     steps = sorted(int(d) for d in os.listdir(root) if d.isdigit())
     kept = [s for s in steps if os.path.isfile(os.path.join(root, str(s), "buffer.th"))]
     assert len(steps) >= 3 and kept == [steps[-1]]  # only the newest keeps one
+    logs = [s for s in steps if os.path.isfile(os.path.join(root, str(s), "buffer_log.npz"))]
+    assert logs == [steps[-1]]  # and its log
     saved = torch.load(os.path.join(root, str(steps[-1]), "buffer.th"), weights_only=True)
     n = saved["episodes_in_buffer"]
     assert n == steps[-1] // 25 and saved["transition_data"]["obs"].shape[0] == n  # filled part only
@@ -223,13 +225,35 @@ def test_a_checkpoint_without_its_buffer_plays_the_buffer_again_from_its_log(
     # the resumed run's own checkpoints keep a log again, of the same buffer as the whole run's
     import numpy as np
 
-    final = os.path.join(root, max(os.listdir(root), key=int))
+    (resumed_root,) = set(glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))) - {root}
+    final = os.path.join(resumed_root, max(os.listdir(resumed_root), key=int))
     whole_root = glob.glob(os.path.join(str(tmp_path / "whole"), "models", "*"))[0]
     with (
         np.load(os.path.join(final, "buffer_log.npz")) as a,
         np.load(os.path.join(whole_root, os.path.basename(final), "buffer_log.npz")) as b,
     ):
         assert bytes(a["meta"]) == bytes(b["meta"])
+
+
+def test_without_save_buffer_the_newest_checkpoint_still_gives_the_buffer_back(tmp_path, monkeypatch):
+    # save_buffer=False keeps no buffer.th, but the newest checkpoint keeps the log (a few MB),
+    # and a run resumed from it is the uninterrupted run.
+    argv = ["save_model=True", "save_model_interval=100", "t_max=400"]
+    assert run_main(tmp_path / "whole", "qmix", "skirmish", extra=[*argv, "env_args.map_name=3m"]) == 0
+    restore = _stop_after_checkpoint_at(monkeypatch, 200)
+    assert run_main(tmp_path / "parts", "qmix", "skirmish", extra=[*argv, "env_args.map_name=3m"]) == 130
+    restore()
+    root = glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+    steps = sorted(os.listdir(root), key=int)
+    assert not glob.glob(os.path.join(root, "*", "buffer.th"))
+    newest_log = os.path.join(root, steps[-1], "buffer_log.npz")
+    assert glob.glob(os.path.join(root, "*", "buffer_log.npz")) == [newest_log]
+    extra = [*argv, "env_args.map_name=3m", f"checkpoint_path={root}"]
+    assert run_main(tmp_path / "parts", "qmix", "skirmish", extra=extra) == 0
+    whole, resumed = sacred_runs(tmp_path / "whole")[0], sacred_runs(tmp_path / "parts")[-1]
+    info = read(resumed, "info.json")["resumed_from"]
+    assert info["exact"] and info["buffer_rebuilt"], info
+    assert _curves(resumed) == _curves(whole)
 
 
 def test_a_log_that_does_not_replay_the_buffer_is_not_used(tmp_path, monkeypatch):

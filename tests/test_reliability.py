@@ -683,6 +683,7 @@ def test_a_completed_sweep_run_keeps_checkpoints_but_no_buffer(tmp_path):
     # 25-step episode), and once more at the end
     assert [t for t, _ in saved] == [50, 100, 150, 200, 250, 300, 325]
     assert not glob.glob(os.path.join(str(tmp_path), "models", "*", "*", "buffer.th"))
+    assert not glob.glob(os.path.join(str(tmp_path), "models", "*", "*", "buffer_log.npz"))
 
 
 def test_a_run_another_process_took_after_the_plan_is_not_started(tmp_path):

@@ -1,8 +1,8 @@
 """Checkpoints: <root>/<t_env>/{learner.th, meta.json[, buffer.th]}, written atomically.
 
 Only the newest step folder keeps a buffer.th (the replay buffer, with save_buffer=True): it is
-what a resumed run needs, and the largest file by far. Every step folder saved with one also keeps
-buffer_log.npz where the run can give it, a few MB from which the buffer is played again
+what a resumed run needs, and the largest file by far. It also keeps buffer_log.npz where the run
+can give it (with or without save_buffer), a few MB from which the buffer is played again
 (components/replay_log.py, written through `writers`)."""
 
 import io
@@ -64,9 +64,11 @@ def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None, wri
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if buffer is not None:
-        for name in os.listdir(root):
-            old = os.path.join(root, name, "buffer.th")
+    # what only the newest step folder needs (a resume goes on from there): the buffer, its log
+    newest_only = (["buffer.th"] if buffer is not None else []) + list(writers or {})
+    for name in os.listdir(root) if newest_only else []:
+        for kept in newest_only:
+            old = os.path.join(root, name, kept)
             if name != str(t_env) and os.path.isfile(old):
                 os.remove(old)
     return final
