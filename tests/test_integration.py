@@ -152,6 +152,16 @@ def _stop_after_checkpoint_at(monkeypatch, t):
     return lambda: monkeypatch.setattr(run, "save_model", save)
 
 
+def _whole_and_stopped(tmp_path, monkeypatch, alg, env, argv):
+    """The run once straight through (tmp_path/whole) and once stopped after its checkpoint at
+    200 steps (tmp_path/parts). -> the stopped run's models folder."""
+    assert run_main(tmp_path / "whole", alg, env, extra=argv) == 0
+    restore = _stop_after_checkpoint_at(monkeypatch, 200)
+    assert run_main(tmp_path / "parts", alg, env, extra=argv) == 130
+    restore()
+    return glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+
+
 def _curves(record):
     return {k: (v["steps"], v["values"]) for k, v in read(record, "metrics.json").items()}
 
@@ -171,11 +181,7 @@ def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monke
     # The same seed run once straight through and once stopped after a checkpoint and resumed
     # from it: every logged value is the same, at the same steps.
     argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=400", *extra]
-    assert run_main(tmp_path / "whole", alg, env, extra=argv) == 0
-    restore = _stop_after_checkpoint_at(monkeypatch, 200)
-    assert run_main(tmp_path / "parts", alg, env, extra=argv) == 130
-    restore()
-    root = glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+    root = _whole_and_stopped(tmp_path, monkeypatch, alg, env, argv)
     assert run_main(tmp_path / "parts", alg, env, extra=[*argv, f"checkpoint_path={root}"]) == 0
     whole, (stopped, resumed) = sacred_runs(tmp_path / "whole")[0], sacred_runs(tmp_path / "parts")
     assert read(stopped, "run.json")["status"] == "INTERRUPTED"
@@ -200,11 +206,7 @@ def test_a_checkpoint_without_its_buffer_plays_the_buffer_again_from_its_log(
     # As a sweep's archive or a fresh checkout has it: buffer.th gone, buffer_log.npz kept. The
     # resumed run plays the stored episodes again and goes on exactly as the uninterrupted one.
     argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=400", *extra]
-    assert run_main(tmp_path / "whole", alg, env, extra=argv) == 0
-    restore = _stop_after_checkpoint_at(monkeypatch, 200)
-    assert run_main(tmp_path / "parts", alg, env, extra=argv) == 130
-    restore()
-    root = glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+    root = _whole_and_stopped(tmp_path, monkeypatch, alg, env, argv)
     newest = max(os.listdir(root), key=int)
     assert sorted(os.listdir(os.path.join(root, newest))) == [
         "buffer.th",
@@ -238,18 +240,13 @@ def test_a_checkpoint_without_its_buffer_plays_the_buffer_again_from_its_log(
 def test_without_save_buffer_the_newest_checkpoint_still_gives_the_buffer_back(tmp_path, monkeypatch):
     # save_buffer=False keeps no buffer.th, but the newest checkpoint keeps the log (a few MB),
     # and a run resumed from it is the uninterrupted run.
-    argv = ["save_model=True", "save_model_interval=100", "t_max=400"]
-    assert run_main(tmp_path / "whole", "qmix", "skirmish", extra=[*argv, "env_args.map_name=3m"]) == 0
-    restore = _stop_after_checkpoint_at(monkeypatch, 200)
-    assert run_main(tmp_path / "parts", "qmix", "skirmish", extra=[*argv, "env_args.map_name=3m"]) == 130
-    restore()
-    root = glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+    argv = ["save_model=True", "save_model_interval=100", "t_max=400", "env_args.map_name=3m"]
+    root = _whole_and_stopped(tmp_path, monkeypatch, "qmix", "skirmish", argv)
     steps = sorted(os.listdir(root), key=int)
     assert not glob.glob(os.path.join(root, "*", "buffer.th"))
     newest_log = os.path.join(root, steps[-1], "buffer_log.npz")
     assert glob.glob(os.path.join(root, "*", "buffer_log.npz")) == [newest_log]
-    extra = [*argv, "env_args.map_name=3m", f"checkpoint_path={root}"]
-    assert run_main(tmp_path / "parts", "qmix", "skirmish", extra=extra) == 0
+    assert run_main(tmp_path / "parts", "qmix", "skirmish", extra=[*argv, f"checkpoint_path={root}"]) == 0
     whole, resumed = sacred_runs(tmp_path / "whole")[0], sacred_runs(tmp_path / "parts")[-1]
     info = read(resumed, "info.json")["resumed_from"]
     assert info["exact"] and info["buffer_rebuilt"], info

@@ -36,7 +36,9 @@ class RunnerBase:
         self.train_returns, self.test_returns = [], []
         self.train_stats, self.test_stats = {}, {}
         self.log_train_stats_t = -1000000
-        # the random state of each env before the last training episodes began (episode runner)
+        # the random state of each env before the last training episodes began, taken only where
+        # a replay buffer keeps the episodes (assembly sets keep_episode_rng): its log needs them
+        self.keep_episode_rng = False
         self.episode_rng_states = None
 
     def setup(self, scheme: dict, groups: dict[str, int], preprocess: dict, mac: BasicMAC) -> None:

@@ -41,7 +41,7 @@ class EpisodeRunner(RunnerBase):
 
     def run(self, test_mode: bool = False) -> EpisodeBatch:
         batch = self.new_batch()
-        if not test_mode:  # what a replay of this episode needs (the buffer keeps it)
+        if self.keep_episode_rng and not test_mode:  # what a replay of this episode needs
             self.episode_rng_states = [self.env.get_rng_state()]
         self.env.reset()
         self.t = 0

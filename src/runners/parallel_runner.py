@@ -246,7 +246,7 @@ class ParallelRunner(RunnerBase):
         return batch
 
     def run(self, test_mode: bool = False) -> EpisodeBatch:
-        if not test_mode:  # what a replay of these episodes needs (the buffer keeps it)
+        if self.keep_episode_rng and not test_mode:  # what a replay of these episodes needs
             self.episode_rng_states = self.env_rng_states()
         batch = self._reset()
         n = self.batch_size
