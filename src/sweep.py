@@ -600,7 +600,8 @@ def execute(spec, todo, a):
             if rc == 0:
                 drop_buffers(spec, run["key"])
                 archive_completed(spec)
-            print(f"{'done  ' if rc == 0 else f'FAILED (exit {rc})'} {describe(run)} -> {log}", flush=True)
+            outcome = "done  " if rc == 0 else f"FAILED ({exit_reason(rc)})"
+            print(f"{outcome} {describe(run)} -> {log}", flush=True)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -622,6 +623,20 @@ def execute(spec, todo, a):
         + (f", {stopped} interrupted" if stopped else "")
     )
     return 1 if failed or stopped else 0
+
+
+def exit_reason(rc):
+    """A failed run's exit code in words. A run killed by a signal leaves its record RUNNING
+    (read back as DIED) and its newest checkpoint, from which the sweep goes on when run again."""
+    if rc >= 0:
+        return f"exit {rc}"
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    oom = -rc == signal.SIGKILL
+    why = " (the kernel's out-of-memory killer, if nobody sent it: see dmesg)" if oom else ""
+    return f"killed by {name}{why}; run the sweep again to go on from its newest checkpoint"
 
 
 def claimed(spec):

@@ -117,6 +117,14 @@ def test_sweep_order_is_seed_major():
     assert len({r["key"] for r in runs}) == 6
 
 
+def test_a_run_killed_by_a_signal_is_reported_as_such():
+    # An out-of-memory kill shows as exit -9; the report names the signal and the way on.
+    killed = sweep.exit_reason(-9)
+    assert "SIGKILL" in killed and "out-of-memory" in killed and "go on" in killed
+    assert "SIGSEGV" in sweep.exit_reason(-11) and "out-of-memory" not in sweep.exit_reason(-11)
+    assert sweep.exit_reason(2) == "exit 2"
+
+
 def test_bad_grid_is_refused_before_running(tmp_path, capsys):
     spec = write_spec(tmp_path / "s.yaml", tmp_path / "r", grid={"learner": ["q_learnr"]})
     assert sweep.main([spec]) == 2
