@@ -69,6 +69,7 @@ from sweep_archive import (  # noqa: E402
     resume_point,
     saved_runs,
 )
+from utils.checkpoint import BUFFER  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.values import config_changes, describe_changes, plain  # noqa: E402
 
@@ -201,7 +202,7 @@ def resume_buffer(run, spec):
             return None
     except (OSError, ValueError, KeyError, ConfigError):
         return None
-    if os.path.isfile(os.path.join(folder, "buffer.th")):
+    if os.path.isfile(os.path.join(folder, BUFFER)):
         return "its buffer from buffer.th"
     if os.path.isfile(os.path.join(folder, LOG)):
         return f"its buffer played again from {LOG}"
@@ -226,7 +227,7 @@ def resume_changes(run, spec):
 def drop_buffers(spec, key):
     """A completed run's checkpoints need no replay buffer (nor its log) any more: free the disk."""
     for entry in saved_runs(spec).get(key, []):
-        for name in ("buffer.th", LOG):
+        for name in (BUFFER, LOG):
             path = os.path.join(entry["folder"], name)
             if os.path.isfile(path):
                 os.remove(path)

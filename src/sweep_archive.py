@@ -17,7 +17,7 @@ import shutil
 
 from components.replay_log import LOG
 from config import project_path
-from utils.checkpoint import find_checkpoint
+from utils.checkpoint import BUFFER, find_checkpoint
 from utils.errors import ConfigError
 from utils.files import run_status
 from utils.results import find_runs, read_run
@@ -129,7 +129,7 @@ def archive_completed(spec):
             _copy_files(
                 point["folder"],
                 os.path.join(dest, "checkpoint", str(point["t_env"])),
-                skip=("buffer.th", LOG),
+                skip=(BUFFER, LOG),
             )
         _copy_files(path, dest, names=ARCHIVED)
         have.add(key)
@@ -201,7 +201,7 @@ def _write_whole(dest, fill):
 
 
 def _archive_stopped_run(point, record, where, dest):
-    _copy_files(point["folder"], os.path.join(dest, "checkpoint"), skip=("buffer.th",))
+    _copy_files(point["folder"], os.path.join(dest, "checkpoint"), skip=(BUFFER,))
     _copy_files(record, os.path.join(dest, "record"), names=ARCHIVED)
     run_path = os.path.join(dest, "record", "run.json")
     with open(run_path) as f:

@@ -20,6 +20,7 @@ import torch
 from utils.errors import ConfigError, first_line
 from utils.files import current_umask
 
+BUFFER = "buffer.th"  # the replay buffer, kept by the newest step folder only
 PARTIAL = re.compile(r"^\.\d+\..+")  # a step folder being written (or left by a killed save)
 
 
@@ -53,7 +54,7 @@ def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None, wri
                 e.filename = e.filename or path
                 raise
         if buffer is not None:  # streamed: it can be as large as the memory left for a copy
-            stream_save(buffer.state_dict(), os.path.join(tmp, "buffer.th"))
+            stream_save(buffer.state_dict(), os.path.join(tmp, BUFFER))
         for name, write in (writers or {}).items():
             with _SignalsHeld():
                 write(os.path.join(tmp, name))
@@ -65,11 +66,13 @@ def save_checkpoint(root, t_env, learner, meta, buffer=None, run_state=None, wri
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     # what only the newest step folder needs (a resume goes on from there): the buffer, its log
-    newest_only = (["buffer.th"] if buffer is not None else []) + list(writers or {})
-    for name in os.listdir(root) if newest_only else []:
-        for kept in newest_only:
-            old = os.path.join(root, name, kept)
-            if name != str(t_env) and os.path.isfile(old):
+    newest_only = ([BUFFER] if buffer is not None else []) + list(writers or {})
+    for name in os.listdir(root):
+        if name == str(t_env):
+            continue
+        for file in newest_only:
+            old = os.path.join(root, name, file)
+            if os.path.isfile(old):
                 os.remove(old)
     return final
 
@@ -220,7 +223,7 @@ def load_run_state(folder):
 
 def load_buffer(folder, buffer):
     """Fill `buffer` from the step folder's buffer.th; -> False when it has none."""
-    path = os.path.join(folder, "buffer.th")
+    path = os.path.join(folder, BUFFER)
     if not os.path.isfile(path):
         return False
     try:
