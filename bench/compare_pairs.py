@@ -68,6 +68,8 @@ def median_reach(steps):
 def welch(x, y):
     """(mean x - mean y, half-width of its 95% Welch interval)."""
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    if vx + vy == 0:  # no spread in either group (all runs at 0): Welch's df is 0/0, the width 0
+        return x.mean() - y.mean(), 0.0
     df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
     return x.mean() - y.mean(), stats.t.ppf(0.975, df) * np.sqrt(vx + vy)
 

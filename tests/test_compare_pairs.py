@@ -57,3 +57,12 @@ def test_a_name_shared_by_different_configs_is_split_by_the_keys_that_differ():
     assert groups == ["differ_qmix (lr=0.0005)"] * 2 + ["differ_qmix (lr=0.001)"] * 2
     same = _runs(name=["differ_qmix"] * 2, seed=[1, 2], lr=[0.0005, 0.0005])
     assert set(cp.pairable(same, "name", [])["group"]) == {"differ_qmix"}  # seeds of one config
+
+
+def test_welch_interval_has_zero_width_when_neither_group_varies_and_widens_otherwise():
+    import numpy as np
+
+    cp = load()
+    assert cp.welch(np.zeros(2), np.zeros(3)) == (0.0, 0.0)
+    diff, half = cp.welch(np.array([0.2, 0.3]), np.zeros(3))
+    assert np.isclose(diff, 0.25) and np.isfinite(half) and half > 0.25  # 2 seeds: a wide interval
