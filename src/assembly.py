@@ -13,11 +13,19 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from components.episode_buffer import EpisodeBatch, ReplayBuffer
+from components.episode_buffer import (
+    POST_FIELDS,
+    PRE_FIELDS,
+    EpisodeBatch,
+    PrioritisedReplayBuffer,
+    ReplayBuffer,
+)
+from components.schedules import annealed_beta, horizon
 from components.transforms import OneHot
 from config import load_defaults, section_keys
 from controllers import REGISTRY as mac_REGISTRY
 from controllers.team_controller import TeamMAC
+from envs import step_fields_message
 from learners import REGISTRY as le_REGISTRY
 from runners import REGISTRY as r_REGISTRY
 from utils.checkpoint import find_checkpoint, load_checkpoint
@@ -35,6 +43,7 @@ DERIVED_KEYS = (
     "action_high",
     "unique_token",
     "record",
+    "step_fields",
 )
 # default.yaml's sections that describe the run rather than the algorithm
 RUN_SECTIONS = ("run", "rewards", "outputs, checkpoints")
@@ -59,6 +68,17 @@ def build_scheme(args, env_info):
         "terminated": {"vshape": (1,), "dtype": torch.uint8},
         "indi_terminated": {"vshape": (n_agents,), "dtype": torch.uint8},
     }
+    declared = env_info.get("step_fields", {})
+    for name in getattr(args, "step_fields", ()):  # the env's extra per-step fields, per agent
+        spec = declared[name]
+        scheme[name] = {
+            "vshape": tuple(spec["vshape"]),
+            "group": "agents",
+            "dtype": getattr(torch, spec["dtype"]),
+        }
+    assert set(scheme) == {*PRE_FIELDS, *POST_FIELDS, *getattr(args, "step_fields", ())}
+    for info in scheme.values():
+        info["from_env"] = True
     if continuous:
         scheme["actions"] = {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": torch.float32}
         preprocess = {}
@@ -116,6 +136,7 @@ def build(args, logger, *, env_info=None, buffer=True):
     buffer=False: no replay buffer even for an off-policy learner. With args.team_checkpoints
     the controller is one per team, each rebuilt from its checkpoint, and there is no learner.
     The order of construction is fixed: it decides the random draws of a seeded run."""
+    args.step_fields = recorded_fields(args)
     runner = None
     if env_info is None:
         runner = r_REGISTRY[args.runner](args=args, logger=logger)
@@ -131,6 +152,7 @@ def _assemble(args, logger, runner, env_info, buffer):
     if runner is not None:
         env_info = runner.get_env_info()
     apply_env_info(args, env_info)
+    check_step_fields(args, env_info)
     learner_cls = le_REGISTRY[args.learner]
     if args.action_space not in learner_cls.action_spaces:
         raise ConfigError(
@@ -152,13 +174,23 @@ def _assemble(args, logger, runner, env_info, buffer):
         full_scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
     else:
         check_buffer_memory(args, scheme, groups, env_info["episode_limit"] + 1)
-        replay = ReplayBuffer(
+        kind, extra = ReplayBuffer, {}
+        if getattr(args, "use_per", False):
+            kind = PrioritisedReplayBuffer
+            steps = horizon(args)
+            extra = dict(
+                alpha=args.per_alpha,
+                epsilon=args.per_epsilon,
+                beta=lambda t: annealed_beta(args.per_beta_start, args.per_beta_end, t, steps),
+            )
+        replay = kind(
             scheme,
             groups,
             args.buffer_size,
             env_info["episode_limit"] + 1,
             preprocess=preprocess,
             device="cpu" if args.buffer_cpu_only else args.device,
+            **extra,
         )
         full_scheme = replay.scheme
     mac = mac_REGISTRY[args.mac](full_scheme, groups, args)
@@ -168,6 +200,23 @@ def _assemble(args, logger, runner, env_info, buffer):
     learner = learner_cls(mac, full_scheme, logger, args)
     learner.to(args.device)
     return Assembly(**parts, full_scheme=full_scheme, buffer=replay, mac=mac, learner=learner)
+
+
+def recorded_fields(args):
+    """The env's extra step fields this run records: what its learner needs and what
+    record_fields asks for, in STEP_FIELDS' order."""
+    from envs.multiagentenv import STEP_FIELDS
+
+    wanted = set(getattr(args, "record_fields", ())) | le_REGISTRY[args.learner].batch_fields(vars(args))
+    return tuple(name for name in STEP_FIELDS if name in wanted)
+
+
+def check_step_fields(args, env_info):
+    """Refuse, in one line, a run that needs step fields its env does not record."""
+    have = env_info.get("step_fields", {})
+    missing = [name for name in args.step_fields if name not in have]
+    if missing:
+        raise ConfigError(step_fields_message(args.env, missing, list(have)))
 
 
 def check_buffer_memory(args, scheme, groups, max_seq_length):

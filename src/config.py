@@ -415,6 +415,24 @@ def check_capabilities(config, learners, macs, mixers):
             "env_args.continuous_actions=True needs a continuous-action learner"
         )
     learner.validate(config)
+    check_step_fields(config, learner)
+
+
+def check_step_fields(config, learner):
+    """record_fields names step fields that exist, and the env records every one the run needs
+    (where the env's class says so; gymma and mpe say it once built, see assembly.py)."""
+    from envs import step_fields_message, step_fields_of
+    from envs.multiagentenv import STEP_FIELDS
+
+    asked = config["record_fields"]
+    for name in asked:
+        if name not in STEP_FIELDS:
+            raise ConfigError(unknown_name_message("record_fields", name, list(STEP_FIELDS)))
+    wanted = set(asked) | learner.batch_fields(config)
+    have = step_fields_of(config["env"]) if wanted else None
+    missing = [name for name in STEP_FIELDS if name in wanted and have is not None and name not in have]
+    if missing:
+        raise ConfigError(step_fields_message(config["env"], missing, list(have)))
 
 
 def validate(config, defaults=None):

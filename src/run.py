@@ -301,12 +301,14 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
             else:
                 n_updates = 1
             for _ in range(n_updates):
-                sample = draw_batch(args, buffer)
+                sample = draw_batch(args, buffer, runner.t_env)
                 if sample is None:
                     break
                 if sample.device != args.device:
                     sample.to(args.device)
-                learner.train(sample, runner.t_env, episode)
+                feedback = learner.train(sample, runner.t_env, episode)
+                if feedback and hasattr(sample, "ep_ids"):  # what the learner learned (priorities)
+                    buffer.learn(sample.ep_ids, feedback)
             episode += runner.batch_size
 
         if runner.t_env >= next_test_t:
@@ -348,7 +350,7 @@ def train_on_policy(args, runner, learner, episode):
     return batch.batch_size
 
 
-def draw_batch(args, buffer):
+def draw_batch(args, buffer, t_env=0):
     """The next training batch (single transitions or whole episodes), or None while the buffer
     holds too little."""
     if args.transition_batch_size:
@@ -359,7 +361,7 @@ def draw_batch(args, buffer):
         )
     if not buffer.can_sample(args.batch_size):
         return None
-    return buffer.sample(args.batch_size)
+    return buffer.sample(args.batch_size, t_env)
 
 
 def save_model(args, runner, learner, episode, buffer=None, pending=0):

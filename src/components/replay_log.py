@@ -19,17 +19,19 @@ import os
 import numpy as np
 import torch
 
-from components.episode_buffer import first_rows
+from components.episode_buffer import POST_FIELDS, PRE_FIELDS, first_rows
 
 LOG = "buffer_log.npz"
-# What the runner writes from the env (and `filled`); preprocessed fields are derived on writing.
-ENV_FIELDS = ("state", "obs", "avail_actions", "reward", "terminated", "indi_terminated", "filled")
 
 
 def agent_fields(buffer):
-    """The fields a log keeps: what the controller wrote. -> (transition fields, episode fields)."""
+    """The fields a log keeps: what the controller wrote, not what the env wrote (the scheme's
+    from_env fields, and `filled`) nor the fields derived on writing (one-hot actions).
+    -> (transition fields, episode fields)."""
     derived = {new for new, _ in buffer.preprocess.values()}
-    keep = lambda store: sorted(k for k in store if k not in ENV_FIELDS and k not in derived)  # noqa: E731
+    from_env = {k for k, info in buffer.scheme.items() if info.get("from_env")}
+    from_env |= {*PRE_FIELDS, *POST_FIELDS, "filled"}
+    keep = lambda store: sorted(k for k in store if k not in from_env and k not in derived)  # noqa: E731
     return keep(buffer.data.transition_data), keep(buffer.data.episode_data)
 
 

@@ -1,3 +1,20 @@
+"""Schedules: epsilon-style linear anneals, and the fractions-of-training schedules of DIFFER,
+PER and experience sharing (over schedule_horizon steps, or t_max)."""
+
+
+def horizon(args):
+    """The step count DIFFER's, PER's and sharing's schedules are fractions of: schedule_horizon,
+    or t_max where it is null (so a 1M run can follow a 2.05M run's schedule)."""
+    return getattr(args, "schedule_horizon", None) or args.t_max
+
+
+def annealed_beta(start, end, t_env, steps):
+    """An importance-weight exponent from start to end over `steps` env steps, clamped to them."""
+    beta = start + (end - start) * t_env / max(steps, 1)
+    lo, hi = sorted((start, end))
+    return min(max(beta, lo), hi)
+
+
 class LinearSchedule:
     """Linear from `start` to `finish` over `time_length` steps, then flat."""
 

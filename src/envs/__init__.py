@@ -13,7 +13,10 @@ class _Lazy:
         self.module, _, self.name = path.rpartition(".")
 
     def __call__(self, *args, **kwargs):
-        return getattr(importlib.import_module(self.module), self.name)(*args, **kwargs)
+        return self.resolve()(*args, **kwargs)
+
+    def resolve(self):
+        return getattr(importlib.import_module(self.module), self.name)
 
 
 # env name -> (constructor, validator of env_args)
@@ -54,3 +57,19 @@ def validate_env_args(env, env_args):
     """Refuse bad env arguments before a run starts (no-op for envs without a validator)."""
     if env in VALIDATORS:
         VALIDATORS[env](env_args)
+
+
+def step_fields_of(env):
+    """The step fields (multiagentenv.STEP_FIELDS) env class `env` records, or None where that
+    depends on the task (the env says so in get_env_info once built)."""
+    fields = REGISTRY[env].resolve().step_fields
+    return tuple(fields) if isinstance(fields, (tuple, list)) else None
+
+
+def step_fields_message(env, missing, have):
+    """One line: a run needs step fields env `env` does not record."""
+    why = "record_fields or the learner's settings (share_to, share_fallback)"
+    return (
+        f"{why} need the step field{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which env "
+        f"{env} does not record (it records: {', '.join(have) or 'none'})"
+    )

@@ -88,6 +88,19 @@ def validate_env_args(env_args):
 class GymmaEnv(PerAgentSpacesEnv):
     rng_attribute = "_np_random"  # behind gymnasium's Env.np_random, which would make one if absent
 
+    @property
+    def step_fields(self):
+        raw = self.env.unwrapped
+        return ("pos",) if hasattr(raw, "players") or hasattr(raw, "agents") else ()
+
+    def get_step_fields(self, names):
+        raw = self.env.unwrapped
+        if hasattr(raw, "players"):  # LBF: (row, col) grid cells
+            cells = [p.position for p in raw.players]
+        else:  # RWARE: agents with x, y
+            cells = [(a.x, a.y) for a in raw.agents]
+        return {"pos": np.array(cells, dtype=np.float32)}
+
     def __init__(self, **env_args):
         env_id = resolve_key(env_args.get("key"))
         self.time_limit_terminal = env_args.get("time_limit_terminal", True)

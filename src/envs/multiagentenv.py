@@ -73,6 +73,36 @@ def _required(name, doc):
     return method
 
 
+# Extra per-step fields an env may record into the batch (runners/base.py reads the list an env
+# declares in get_env_info()["step_fields"]): name -> (shape per agent, dtype name, meaning).
+STEP_FIELDS = {
+    "visible": (("n_agents",), "uint8", "which teammates each agent sees (alive, in sight range)"),
+    "pos": ((2,), "float32", "each agent's (x, y) position"),
+}
+
+
+def step_field_specs(names, n_agents):
+    """{name: {"vshape", "dtype"}} of the given STEP_FIELDS for an env of n_agents agents."""
+    specs = {}
+    for name in names:
+        shape, dtype, _ = STEP_FIELDS[name]
+        specs[name] = {"vshape": tuple(n_agents if d == "n_agents" else d for d in shape), "dtype": dtype}
+    return specs
+
+
+def smac_step_fields(env, names):
+    """visible and pos from SMAC's own helpers (SMAC, SMACv2 and skirmish share them): the ally
+    block of get_visibility_matrix(), and get_unit_by_id(i).pos."""
+    out = {}
+    n = env.n_agents
+    if "visible" in names:
+        out["visible"] = np.asarray(env.get_visibility_matrix())[:, :n].astype(np.uint8)
+    if "pos" in names:
+        units = [env.get_unit_by_id(i) for i in range(n)]
+        out["pos"] = np.array([[u.pos.x, u.pos.y] for u in units], dtype=np.float32)
+    return out
+
+
 class MultiAgentEnv:
     """The PyMARL environment contract, plus per-agent termination flags.
 
@@ -99,6 +129,13 @@ class MultiAgentEnv:
     def get_stats(self):
         return {}
 
+    # Names of STEP_FIELDS this env can record (get_step_fields); get_env_info declares them.
+    step_fields = ()
+
+    def get_step_fields(self, names):
+        """{name: array [n_agents, ...]} of the given step fields, now (before the next action)."""
+        raise NotImplementedError(f"{type(self).__name__} records no step fields")
+
     def get_rng_state(self):
         """The state of the random streams that decide this env's coming episodes, taken between
         episodes, as plain values (utils/seeding.py); a checkpoint keeps it so that a resumed run
@@ -119,6 +156,7 @@ class MultiAgentEnv:
             "n_agents": self.n_agents,
             "episode_limit": self.episode_limit,
             "action_space": "discrete",
+            "step_fields": step_field_specs(self.step_fields, self.n_agents),
         }
 
 

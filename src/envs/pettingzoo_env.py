@@ -270,6 +270,15 @@ class PettingZooEnv(PerAgentSpacesEnv):
             info["obs_entities"] = layout
         return info
 
+    # --- step fields ---------------------------------------------------------------------------
+    @property
+    def step_fields(self):
+        return ("pos",) if self._world() is not None else ()  # mpe2's scenarios keep a world
+
+    def get_step_fields(self, names):
+        by_name = {a.name: a for a in self._world().agents}
+        return {"pos": np.array([by_name[a].state.p_pos for a in self.agents], dtype=np.float32)}
+
     # --- teams of competitive scenarios ----------------------------------------------------
     def _world(self):
         return getattr(self.env.unwrapped, "world", None)

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from envs.multiagentenv import smac_entities
+from envs.multiagentenv import smac_entities, smac_step_fields, step_field_specs
 from envs.skirmish.args import SIM_CHOICES, SIM_DEFAULTS
 from utils.errors import ConfigError
 
@@ -166,8 +166,14 @@ class StarCraft2Env:
         """1 for each agent whose unit has no health left (SMAC's own death test)."""
         return [int(self.env.get_unit_by_id(i).health == 0) for i in range(self.n_agents)]
 
+    step_fields = ("visible", "pos")
+
+    def get_step_fields(self, names):
+        return smac_step_fields(self, names)
+
     def get_env_info(self):
         info = dict(self.env.get_env_info())
+        info["step_fields"] = step_field_specs(self.step_fields, self.n_agents)
         env = self.env
         if getattr(env, "obs_timestep_number", False):  # SMAC's observations are one longer than it says
             info["obs_shape"] += 1

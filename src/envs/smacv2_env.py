@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from envs.multiagentenv import smac_step_fields, step_field_specs
 from envs.sc2_env import (
     check_starcraft,
     import_game_package,
@@ -120,8 +121,14 @@ class SMACv2Env:
         """1 for each agent whose unit has no health left (SMAC's own death test)."""
         return [int(self.get_unit_by_id(i).health == 0) for i in range(self.n_agents)]
 
+    step_fields = ("visible", "pos")
+
+    def get_step_fields(self, names):
+        return smac_step_fields(self, names)
+
     def get_env_info(self):
         info = dict(self.env.get_env_info())
+        info["step_fields"] = step_field_specs(self.step_fields, self.n_agents)
         info.setdefault("n_enemies", self.n_enemies)
         if not getattr(self, "obs_timestep_number", False):
             info.update(wrapped_entities(self))

@@ -11,6 +11,9 @@ them instead of lists of learner names:
     macs           the controllers it can train
     mixer          "none", "optional" or "required"
     on_policy      trains on the episodes just collected instead of a replay buffer
+
+`batch_fields(config)` names the env's extra step fields a learner needs; `train()` returns what
+the replay buffer should learn about the batch it trained on ({"priorities": [B]}) or None.
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ class Learner:
     def validate(cls, config: dict) -> None:
         """Refuse settings this learner cannot use (ConfigError); called by config.validate."""
 
+    @classmethod
+    def batch_fields(cls, config: dict) -> set[str]:
+        """The env's extra step fields (envs/multiagentenv.STEP_FIELDS) this learner reads from its
+        batches with these settings; the run records them, and refuses an env without them."""
+        return set()
+
     # --- construction -----------------------------------------------------------------------
     def add_network(self, name: str, online: Any, target: bool = True) -> Any:
         """Register a network (or the controller) and return its target copy (None without)."""
@@ -81,6 +90,21 @@ class Learner:
         if self.reward_rms is not None:  # real transitions only (EPyMARL also counts padding)
             rewards = self.reward_rms.standardise(rewards, mask)
         return rewards, terminated, mask
+
+    def episode_weights(self, batch: EpisodeBatch) -> torch.Tensor | None:
+        """Prioritised replay's importance weights of the batch's episodes, [B, 1, 1], or None."""
+        w = getattr(batch, "is_weights", None)
+        return None if w is None else w.to(self.args.device).view(-1, 1, 1)
+
+    def feedback(self, td_error: torch.Tensor, mask: torch.Tensor) -> dict | None:
+        """What the buffer learns from this update: with use_per, each episode's priority
+        sum_t |delta_t| / sqrt(its steps) (PyMARL2's), from the masked TD errors [B, T, C] and
+        the step mask [B, T, 1]; else None."""
+        if not getattr(self.args, "use_per", False):
+            return None
+        with torch.no_grad():
+            steps = mask[:, :, 0].sum(1).clamp(min=1.0)
+            return {"priorities": (td_error.detach().abs().sum((1, 2)) / steps.sqrt()).cpu()}
 
     def step(
         self,

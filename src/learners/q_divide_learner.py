@@ -7,9 +7,10 @@ import torch
 
 from learners.q_learner import QLearner
 from learners.selection import MODES, per_beta, selected_ratio, selection_weights
+from learners.sharing import Sharer, needed_fields
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
-from utils.rl_utils import alive_mask
+from utils.rl_utils import alive_mask, greedy_actions
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -25,19 +26,45 @@ class QDivideLearner(QLearner):
         r_i   = -rho_i * delta_tot + Q_i - gamma * (1 - D_i) * Q_i^next
         delta_i = Q_i - (r_i + gamma * (1 - D_i) * Q_i^next)  (= rho_i * delta_tot)
 
-    and weighted by a selection of (episode, step, agent) samples (learners/selection.py).
+    and weighted by a selection of (episode, step, agent) samples (learners/selection.py), plus,
+    where asked, the errors agents share with each other (learners/sharing.py).
     Two optimisers: one for the mixer, one for the agent network, each clipped on its own."""
 
     mixer = "required"
 
     def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
+        self.n_agents = args.n_agents
         self.last = {}
+        rule = getattr(args, "share_rule", "none")
+        self.sharer = None if rule == "none" else Sharer(args, args.n_agents, args.device)
 
     @classmethod
     def validate(cls, config: dict) -> None:
         if config["selected"] not in MODES:
             raise ConfigError(unknown_name_message("selected", config["selected"], list(MODES)))
+        if config["share_target"] == "receiver" and config["agent_param_sharing"]:
+            raise ConfigError(
+                "share_target=receiver trains each receiver's own network and needs "
+                "agent_param_sharing=False; with one shared network use share_target=reweight"
+            )
+        if config["share_control"] == "mass" and config["share_target"] != "reweight":
+            raise ConfigError("share_control=mass is the control for share_target=reweight")
+
+    @classmethod
+    def batch_fields(cls, config: dict) -> set[str]:
+        return needed_fields(config)
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.sharer is not None:
+            state["sharer"] = self.sharer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if self.sharer is not None and "sharer" in state:
+            self.sharer.load_state_dict(state["sharer"])
 
     def _make_optimisers(self):
         # Separate optimisers instead of QLearner's single one over agent and mixer.
@@ -49,15 +76,60 @@ class QDivideLearner(QLearner):
             self.add_optimiser("mixer_optimiser", self.mixer_params) if self.mixer_params else None
         )
 
-    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
-        args = self.args
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> dict | None:
+        """One update, in steps a subclass or a rule can replace: the mixer's team step (rho),
+        the individual errors, DIFFER's selection, sharing, the agent network's step."""
         out = self.forward_and_targets(batch)
-        mask, q_taken, team_targets = out.mask, out.q_taken, out.targets
-        indi_terminated = batch["indi_terminated"][:, :-1].float()  # D: [B, T, N]
-        q_next = out.q_next[:, 1:]
+        team = self.team_step(batch, out)
+        indi = self.individual_errors(batch, out, team)
+        weights, ratio = self.selection(indi, t_env)
+        shared = self.sharing(batch, indi, t_env)
+        if shared is not None and self.args.share_target == "reweight":
+            weights = weights + shared.extra
+        q_loss = self.agent_loss(batch, out, indi, weights, shared)
+        q_grad_norm = self.step(self.q_optimiser, q_loss, self.agent_params)
+        self.finish_update(episode_num)
+        # The last update's decomposition, for inspection and tests (references, no copies).
+        self.last = dict(
+            rho=team.rho,
+            delta_tot=team.delta_tot,
+            reward_i=indi.reward_i,
+            delta_i=indi.delta_i.detach(),
+            indi_mask=indi.mask,
+            weights=weights,
+            q_taken=out.q_taken.detach(),
+            q_next=indi.q_next,
+            mixer_loss=team.loss.detach(),
+            q_loss=q_loss.detach(),
+            shared=shared,
+        )
 
-        # --- mixer on a detached leaf: its input gradient gives rho ---
-        q_leaf = q_taken.detach().clone().requires_grad_(True)
+        if self.log_due(t_env):
+            mask, n_valid_team, n_valid = out.mask, team.n_valid, indi.mask.sum()
+            delta_i, indi_mask = indi.delta_i, indi.mask
+            self.log(
+                t_env,
+                selected_ratio=ratio,
+                mixer_loss=team.loss,
+                mixer_grad_norm=team.grad_norm,
+                mixer_td_error_abs=(team.delta_tot * mask).abs().sum() / n_valid_team,
+                mixer_target_mean=(out.targets * mask).sum() / n_valid_team,
+                q_loss=q_loss,
+                q_grad_norm=q_grad_norm,
+                q_td_error_abs=delta_i.abs().sum() / n_valid,
+                q_taken_mean=(out.q_taken * indi_mask).sum() / n_valid,
+                reward_i_mean=(indi.reward_i * indi_mask).sum() / n_valid,
+                q_selected_weight_mean=(weights * indi_mask).sum() / n_valid,
+                **(shared.stats if shared is not None else {}),
+            )
+        return self.feedback(team.delta_tot * out.mask, out.mask)
+
+    # --- the steps ----------------------------------------------------------------------------
+    def team_step(self, batch: EpisodeBatch, out) -> SimpleNamespace:
+        """The mixer's update on the team TD error, on a detached leaf whose input gradient gives
+        rho = dQ_tot/dQ_i. -> rho [B, T, N], delta_tot [B, T, 1] (detached), loss, grad_norm."""
+        args, mask = self.args, out.mask
+        q_leaf = out.q_taken.detach().clone().requires_grad_(True)
         states = batch["state"][:, :-1]
         if hasattr(self.mixer, "forward_with_jacobian"):
             # QPLEX stops part of dQ_tot/dQ_i in its training gradient; rho takes the whole of it.
@@ -65,9 +137,13 @@ class QDivideLearner(QLearner):
         else:
             q_tot, jacobian = self.mixer(q_leaf, states, **out.mix_kwargs), None  # [B, T, 1]
         q_tot.retain_grad()
-        delta_tot = q_tot - team_targets
+        delta_tot = q_tot - out.targets
         n_valid_team = mask.sum()
-        mixer_loss = ((delta_tot * mask) ** 2).sum() / n_valid_team
+        squared = (delta_tot * mask) ** 2
+        weights = self.episode_weights(batch)
+        if weights is not None:  # prioritised replay's importance weights
+            squared = squared * weights
+        mixer_loss = squared.sum() / n_valid_team
         if self.mixer_optimiser is not None:
             self.mixer_optimiser.zero_grad(set_to_none=True)
         mixer_loss.backward()  # stepped below, once rho is read from the input gradients
@@ -84,57 +160,98 @@ class QDivideLearner(QLearner):
             self.mixer_optimiser.step()
         else:
             mixer_grad_norm = torch.zeros(())
-        delta_tot = delta_tot.detach()
+        return SimpleNamespace(
+            rho=rho,
+            delta_tot=delta_tot.detach(),
+            loss=mixer_loss,
+            grad_norm=mixer_grad_norm,
+            n_valid=n_valid_team,
+        )
 
-        # --- individual rewards, targets and mask ---
+    def individual_errors(self, batch: EpisodeBatch, out, team) -> SimpleNamespace:
+        """DIFFER's individual rewards r_i and errors delta_i [B, T, N] (masked to the steps at
+        which each agent is alive), with what they were made from."""
+        args = self.args
+        indi_terminated = batch["indi_terminated"][:, :-1].float()  # D: [B, T, N]
+        q_next = out.q_next[:, 1:]
         with torch.no_grad():
             bootstrap = args.gamma * (1 - indi_terminated) * q_next
-            reward_i = -rho * delta_tot + q_taken.detach() - bootstrap
+            reward_i = -team.rho * team.delta_tot + out.q_taken.detach() - bootstrap
             targets_i = reward_i + bootstrap
             # An agent drops out from the step after the one at whose end it died.
-            indi_mask = mask * alive_mask(batch)[:, :-1]
-        delta_i = (q_taken - targets_i) * indi_mask
+            indi_mask = out.mask * alive_mask(batch)[:, :-1]
+        delta_i = (out.q_taken - targets_i) * indi_mask
+        return SimpleNamespace(
+            delta_i=delta_i, mask=indi_mask, reward_i=reward_i, q_next=q_next, terminated=indi_terminated
+        )
+
+    def selection(self, indi, t_env: int) -> tuple[torch.Tensor, float]:
+        """DIFFER's selection weights W [B, T, N] (learners/selection.py) and the ratio used."""
+        args = self.args
         with torch.no_grad():
             ratio = selected_ratio(args, t_env)
             weights = selection_weights(
-                delta_i.detach().abs(),
-                indi_mask,
+                indi.delta_i.detach().abs(),
+                indi.mask,
                 args.selected,
                 ratio,
                 args.selected_alpha,
                 args.selected_epsilon,
                 per_beta(args, t_env),
             )
-        n_valid = indi_mask.sum()
-        q_loss = (delta_i**2 * weights).sum() / n_valid
-        q_grad_norm = self.step(self.q_optimiser, q_loss, self.agent_params)
-        self.finish_update(episode_num)
-        # The last update's decomposition, for inspection and tests (references, no copies).
-        self.last = dict(
-            rho=rho,
-            delta_tot=delta_tot,
-            reward_i=reward_i,
-            delta_i=delta_i.detach(),
-            indi_mask=indi_mask,
-            weights=weights,
-            q_taken=q_taken.detach(),
-            q_next=q_next,
-            mixer_loss=mixer_loss.detach(),
-            q_loss=q_loss.detach(),
-        )
+        return weights, ratio
 
-        if self.log_due(t_env):
-            self.log(
-                t_env,
-                selected_ratio=ratio,
-                mixer_loss=mixer_loss,
-                mixer_grad_norm=mixer_grad_norm,
-                mixer_td_error_abs=(delta_tot * mask).abs().sum() / n_valid_team,
-                mixer_target_mean=(team_targets * mask).sum() / n_valid_team,
-                q_loss=q_loss,
-                q_grad_norm=q_grad_norm,
-                q_td_error_abs=delta_i.abs().sum() / n_valid,
-                q_taken_mean=(q_taken * indi_mask).sum() / n_valid,
-                reward_i_mean=(reward_i * indi_mask).sum() / n_valid,
-                q_selected_weight_mean=(weights * indi_mask).sum() / n_valid,
-            )
+    def sharing(self, batch: EpisodeBatch, indi, t_env: int) -> SimpleNamespace | None:
+        """Who shares which errors with whom (learners/sharing.py), or None without sharing."""
+        if self.sharer is None:
+            return None
+        with torch.no_grad():
+            return self.sharer.share(indi.delta_i, indi.mask, batch, t_env)
+
+    def agent_loss(self, batch: EpisodeBatch, out, indi, weights, shared) -> torch.Tensor:
+        """sum W delta_i^2 / valid agent-steps (episodes weighted by PER's importance weights),
+        plus, with share_target=receiver, the receivers' own errors on the shared transitions."""
+        delta_i, n_valid = indi.delta_i, indi.mask.sum()
+        squared = delta_i**2 * weights
+        episode = self.episode_weights(batch)
+        if episode is not None:
+            squared = squared * episode
+        q_loss = squared.sum() / n_valid
+        if shared is not None and self.args.share_target == "receiver":
+            q_loss = q_loss + self.receiver_loss(batch, out, indi, shared, episode) / n_valid
+        return q_loss
+
+    def receiver_loss(self, batch, out, indi, shared, episode=None) -> torch.Tensor:
+        """SUPER's semantics with one network per agent: receiver j's own network on sender i's
+        transition (its inputs, action and individual reward r_i), bootstrapped from j's target
+        network (double Q as set), weighted by how often i shared the step with j. Each shift k
+        pairs receiver j with sender (j + k) mod N; only j's network sees the term."""
+        args, n = self.args, self.n_agents
+        inputs = self.mac.build_seq_inputs(batch)  # [B * N, T + 1, in]
+        b = batch.batch_size
+        rows = inputs.view(b, n, *inputs.shape[1:])
+        actions = batch["actions"][:, :-1].long()  # [B, T, N, 1]
+        avail = batch["avail_actions"]
+        receivers_idx = torch.arange(n, device=inputs.device)
+        total = torch.zeros((), device=inputs.device)
+        for k in range(1, n):  # agents, never samples
+            sender = (receivers_idx + k) % n  # receiver j's sender
+            weight = shared.senders[..., sender] * shared.receivers[:, :, sender, receivers_idx]  # [B, T, N]
+            if episode is not None:
+                weight = weight * episode
+            if not bool((weight > 0).any()):
+                continue
+            crossed = rows[:, sender].reshape(b * n, *inputs.shape[1:])
+            q_out = self.mac.forward_seq(batch, crossed)  # [B, T + 1, N, A]: net j on sender's inputs
+            q_taken = torch.gather(q_out[:, :-1], 3, actions[:, :, sender]).squeeze(3)
+            with torch.no_grad():
+                target_out = self.target_mac.forward_seq(batch, crossed)
+                avail_s = avail[:, :, sender]
+                chooser = q_out.detach() if args.double_q else target_out
+                next_actions = greedy_actions(chooser, avail_s)
+                q_next = torch.gather(target_out, 3, next_actions).squeeze(3)[:, 1:]
+                targets = (
+                    indi.reward_i[..., sender] + args.gamma * (1 - indi.terminated[..., sender]) * q_next
+                )
+            total = total + (weight * (q_taken - targets) ** 2).sum()
+        return total

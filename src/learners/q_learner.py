@@ -82,16 +82,21 @@ class QLearner(Learner):
                 targets = rewards + args.gamma * (1 - terminated) * values[:, 1:]
         return QTargets(rewards, terminated, mask, q_taken, q_next, targets, mix_kwargs)
 
-    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> dict | None:
         out = self.forward_and_targets(batch)
         mask, chosen_action_qvals, targets = out.mask, out.q_taken, out.targets
         if self.mixer is not None:
             chosen_action_qvals = self.mixer(chosen_action_qvals, batch["state"][:, :-1], **out.mix_kwargs)
 
         td_error = chosen_action_qvals - targets
+        step_mask = mask
         mask = mask.expand_as(td_error)
         masked_td_error = td_error * mask
-        loss = (masked_td_error**2).sum() / mask.sum()
+        squared = masked_td_error**2
+        weights = self.episode_weights(batch)
+        if weights is not None:  # prioritised replay's importance weights
+            squared = squared * weights
+        loss = squared.sum() / mask.sum()
         grad_norm = self.step(self.optimiser, loss, self.params)
         self.finish_update(episode_num)
 
@@ -105,3 +110,4 @@ class QLearner(Learner):
                 q_taken_mean=(chosen_action_qvals * mask).sum() / n,
                 target_mean=(targets * mask).sum() / n,
             )
+        return self.feedback(masked_td_error, step_mask)

@@ -7,21 +7,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from components.episode_buffer import EpisodeBatch
+from components.episode_buffer import PRE_FIELDS, EpisodeBatch
 
 if TYPE_CHECKING:  # annotations only
     from controllers.basic_controller import BasicMAC
     from utils.logger import Logger
 
 
-def env_data(env):
-    """What the runners write before each transition."""
+def env_data(env, extra=()):
+    """What the runners write before each transition: PRE_FIELDS and the step fields `extra`."""
     # SMAC-style envs return lists; one array each keeps the batch writes on the fast path
-    return {
+    out = {
         "state": np.asarray(env.get_state()),
         "avail_actions": np.asarray(env.get_avail_actions()),
         "obs": np.asarray(env.get_obs()),
     }
+    if extra:
+        out.update(env.get_step_fields(extra))
+    return out
 
 
 class RunnerBase:
@@ -40,6 +43,9 @@ class RunnerBase:
         # a replay buffer keeps the episodes (assembly sets keep_episode_rng): its log needs them
         self.keep_episode_rng = False
         self.episode_rng_states = None
+        # the env's extra per-step fields this run records (assembly sets args.step_fields)
+        self.step_fields = tuple(getattr(args, "step_fields", ()))
+        self.pre_fields = PRE_FIELDS + self.step_fields
 
     def setup(self, scheme: dict, groups: dict[str, int], preprocess: dict, mac: BasicMAC) -> None:
         self.new_batch = partial(

@@ -50,7 +50,7 @@ class EpisodeRunner(RunnerBase):
         episode_return = 0.0
         env_info = {}
         while not terminated:
-            batch.update(env_data(self.env), bs=0, ts=self.t)
+            batch.update(env_data(self.env, self.step_fields), bs=0, ts=self.t)
             actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
             to_env = self.mac.env_actions(actions, batch, self.t, slice(None))
             reward, terminated, env_info = self.env.step(to_env[0].cpu().numpy())
@@ -68,7 +68,7 @@ class EpisodeRunner(RunnerBase):
             self.t += 1
 
         # Final observation, and one more action so `actions` is defined at T_ep.
-        batch.update(env_data(self.env), bs=0, ts=self.t)
+        batch.update(env_data(self.env, self.step_fields), bs=0, ts=self.t)
         actions = self.mac.select_actions(batch, t_ep=self.t, t_env=self.t_env, test_mode=test_mode)
         batch.update({"actions": actions}, ts=self.t, mark_filled=False)
 

@@ -39,11 +39,11 @@ def next_message(remote, parent_pid):
     return remote.recv()
 
 
-def env_command(env, cmd, data):
-    """What an env answers to one runner command."""
+def env_command(env, cmd, data, extra=()):
+    """What an env answers to one runner command; `extra`: the step fields recorded."""
     if cmd == "step":
         reward, terminated, info = env.step(data)
-        out = env_data(env)
+        out = env_data(env, extra)
         out.update(
             reward=np.asarray(reward, dtype=np.float64),  # a float, or one per agent
             terminated=terminated,
@@ -53,7 +53,7 @@ def env_command(env, cmd, data):
         return out
     if cmd == "reset":
         env.reset()
-        return env_data(env)
+        return env_data(env, extra)
     if cmd == "get_env_info":
         return env.get_env_info()
     if cmd == "get_rng_state":
@@ -87,7 +87,7 @@ def concat(parts):
     }
 
 
-def env_worker(remote, env_name, env_args_list, parent_pid=None):
+def env_worker(remote, env_name, env_args_list, parent_pid=None, extra=()):
     """Owns a group of envs; answers (command, [(env, data), ...]) with ("ok", [result, ...]) in
     that order, or ("error", text)."""
     parent_pid = parent_pid or os.getppid()
@@ -96,7 +96,7 @@ def env_worker(remote, env_name, env_args_list, parent_pid=None):
         envs = [env_REGISTRY[env_name](**a) for a in env_args_list]
         while True:
             cmd, items = next_message(remote, parent_pid)
-            replies = [env_command(envs[j], cmd, data) for j, data in items]
+            replies = [env_command(envs[j], cmd, data, extra) for j, data in items]
             remote.send(("ok", stack_replies(replies) if cmd in STACKED else replies))
             if cmd == "close":
                 break
@@ -157,7 +157,11 @@ class ParallelRunner(RunnerBase):
         for group in self.groups:
             parent, child = ctx.Pipe()
             env_args = [env_args_for(args, i) for i in group]
-            p = ctx.Process(target=env_worker, args=(child, args.env, env_args, os.getpid()), daemon=True)
+            p = ctx.Process(
+                target=env_worker,
+                args=(child, args.env, env_args, os.getpid(), self.step_fields),
+                daemon=True,
+            )
             p.start()
             child.close()  # so that a dead worker shows as EOF, not a hang
             self.parent_conns.append(parent)
@@ -283,7 +287,7 @@ class ParallelRunner(RunnerBase):
             }
             batch.update(post, bs=active, ts=self.t, mark_filled=False)
             self.t += 1
-            batch.update({k: r[k] for k in ("state", "avail_actions", "obs")}, bs=active, ts=self.t)
+            batch.update({k: r[k] for k in self.pre_fields}, bs=active, ts=self.t)
 
         if not test_mode:
             self.t_env += sum(episode_lengths)

@@ -26,6 +26,8 @@ class VectorRunner(ParallelRunner):
 
     def _start_envs(self, args):
         make = batched(args.env, args.env_args, getattr(args, "numpy_mpe", True))
+        if make is not None and not set(self.step_fields) <= set(getattr(make, "step_fields", ())):
+            make = None  # the batched port records no step fields: one env per copy instead
         self.batched = make is not None  # one env of batch_size_run copies (VMAS, MPE's port)
         if self.batched:
             self.envs = [make(**{**env_args_for(args, 0), "num_envs": self.batch_size})]
@@ -75,7 +77,7 @@ class VectorRunner(ParallelRunner):
             }
             self._masked_update(batch, post, t, alive)
             self.t = t + 1
-            data = {k: r[k] for k in ("state", "avail_actions", "obs")}
+            data = {k: r[k] for k in self.pre_fields}
             self._masked_update(batch, {**data, "filled": filled}, t + 1, alive)
             acting, alive = alive, alive & ~done
         # Read back once all episodes are over: lengths, returns, infos.
@@ -116,7 +118,7 @@ class VectorRunner(ParallelRunner):
     def _exchange(self, cmd, items):
         if self.batched:
             return self._exchange_batched(cmd, items)
-        replies = [env_command(self.envs[i], cmd, data) for i, data in items]
+        replies = [env_command(self.envs[i], cmd, data, self.step_fields) for i, data in items]
         return stack_replies(replies) if cmd in STACKED else replies
 
     def _exchange_batched(self, cmd, items):

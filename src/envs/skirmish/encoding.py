@@ -3,7 +3,7 @@ SMAC's layouts and normalisation. skirmish_v2 (v2.py) replaces the parts where S
 
 import numpy as np
 
-from envs.multiagentenv import smac_entities
+from envs.multiagentenv import smac_entities, step_field_specs
 from envs.skirmish.api import SHOOT, SIGHT
 
 
@@ -254,6 +254,7 @@ class SmacEncoding:
             "episode_limit": self.episode_limit,
             "agent_features": self.ally_state_attr_names,
             "enemy_features": self.enemy_state_attr_names,
+            "step_fields": step_field_specs(self.step_fields, self.n_agents),
         }
         if not self.obs_timestep_number and self.obs_starcraft:
             info.update(

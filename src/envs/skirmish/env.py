@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
+from envs.multiagentenv import MultiAgentEnv, smac_step_fields
 from envs.skirmish import sim, spawn, terrain
 from envs.skirmish.api import SmacHelpers
 from envs.skirmish.args import (
@@ -54,6 +54,10 @@ class SkirmishEnv(SmacEncoding, Battle, SmacHelpers, MultiAgentEnv):
     """SMAC's maps on the simulator, with SMAC's interface."""
 
     DEFAULTS = SMAC_DEFAULTS
+    step_fields = ("visible", "pos")
+
+    def get_step_fields(self, names):
+        return smac_step_fields(self, names)
 
     def _arguments(self, kwargs):
         args = {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS}

@@ -1,0 +1,316 @@
+"""Experience sharing between agents in the individual-TD learner (q_divide_learner).
+
+At each update every agent's individual TD errors delta_i [B, T, N] are known. Sharing decides,
+independently of DIFFER's selection:
+
+- which of an agent's errors it shares (a share rule of SHARE_RULES: S [B, T, N], how many times
+  each sender step is shared; SUPER's quantile, gaussian and stochastic rules, the density rules);
+- who receives them (share_to: every living teammate, those the sender sees, those within a
+  radius; share_fallback when nobody is in range) and whether each receiver takes one (a receive
+  rule of RECEIVE_RULES);
+- what a received error does (share_target): `reweight`, the sender's error counts once more per
+  receiver (one shared network), or `receiver`, the receiver's own network trains on the sender's
+  transition (q_divide_learner computes that term).
+
+The draws come from the sharer's own generator, seeded from the run's seed, so that sharing never
+moves the random numbers of the rest of the run: with nobody in range a run equals the run
+without sharing. Every rule is vectorised; the loops are over agents, never over samples.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import torch
+
+from components.schedules import horizon
+
+SHARE_RULES = {}
+RECEIVE_RULES = {}
+SHARE_CHOICES = ("none", "all", "quantile", "gaussian", "stochastic", "density", "joint_density")
+DENSITY_EPSILON = 1e-8  # the researcher's epsilon in P'' / (sum P'' + epsilon)
+MIN_VARIANCE = 1e-12
+
+
+def share_rule(name):
+    def register(fn):
+        SHARE_RULES[name] = fn
+        return fn
+
+    return register
+
+
+def receive_rule(name):
+    def register(fn):
+        RECEIVE_RULES[name] = fn
+        return fn
+
+    return register
+
+
+def share_ratio(args, t_env):
+    """The density rules' share ratio, from share_ratio_start to share_ratio_end over
+    share_warm_up_ratio of the schedule horizon."""
+    steps = horizon(args)
+    progress = t_env / steps if steps > 0 else 1.0
+    start, end, over = args.share_ratio_start, args.share_ratio_end, args.share_warm_up_ratio
+    if over <= 0 or progress > over:
+        return end
+    return start + (end - start) * progress / over
+
+
+def masked_moments(x, mask, dims):
+    """Mean and variance of x over the valid entries along dims (keepdim)."""
+    n = mask.sum(dims, keepdim=True).clamp(min=1.0)
+    mean = (x * mask).sum(dims, keepdim=True) / n
+    var = (((x - mean) * mask) ** 2).sum(dims, keepdim=True) / n
+    return mean, var.clamp(min=MIN_VARIANCE)
+
+
+# --- share rules: (ctx) -> S [B, T, N] ------------------------------------------------------
+# ctx: e = |delta| [B, T, N] (0 where invalid), x = delta (signed), mask [B, T, N], args, ratio,
+# window (the sharer's running window), generator.
+
+
+@share_rule("all")
+def _share_all(ctx):
+    return ctx.mask.clone()
+
+
+@share_rule("quantile")
+def _share_quantile(ctx):
+    """SUPER: an error above the (1 - b) quantile of the agent's window of recent |errors|."""
+    window = ctx.window.push(ctx.e, ctx.mask)
+    thresholds = torch.stack([torch.quantile(w, 1.0 - ctx.args.share_bandwidth) for w in window])
+    return (ctx.e > thresholds).to(ctx.e.dtype) * ctx.mask
+
+
+@share_rule("gaussian")
+def _share_gaussian(ctx):
+    """SUPER: an error above isf(b) of a normal fitted to the agent's window of |errors|; the
+    scale is the standard deviation, or the variance as SUPER's code passes it."""
+    window = ctx.window.push(ctx.e, ctx.mask)
+    mean = torch.stack([w.mean() for w in window])
+    std = torch.stack([w.std(unbiased=False) for w in window])
+    scale = std if ctx.args.share_gaussian_scale == "std" else std**2
+    z = math.sqrt(2.0) * torch.special.erfinv(torch.tensor(1.0 - 2.0 * ctx.args.share_bandwidth)).item()
+    return (ctx.e > mean + z * scale).to(ctx.e.dtype) * ctx.mask
+
+
+@share_rule("stochastic")
+def _share_stochastic(ctx):
+    """SUPER: each error with p = min(1, b n |e| / sum |e|), n and the sum over the agent's
+    valid steps in the batch."""
+    n = ctx.mask.sum((0, 1), keepdim=True)
+    total = (ctx.e * ctx.mask).sum((0, 1), keepdim=True).clamp(min=1e-12)
+    p = (ctx.args.share_bandwidth * n * ctx.e / total).clamp(max=1.0) * ctx.mask
+    return torch.bernoulli(p, generator=ctx.generator)
+
+
+def _density(x, mean, var, temperature):
+    t2v = temperature**2 * var
+    return torch.exp(-((x - mean) ** 2) / (2 * t2v)) / torch.sqrt(2 * math.pi * t2v)
+
+
+def _shifted(neg_density, mask):
+    """P'' = P' - min P' over each episode's valid steps (dim 1), 0 where invalid."""
+    big = torch.finfo(neg_density.dtype).max
+    low = torch.where(mask > 0, neg_density, torch.full_like(neg_density, big)).amin(1, keepdim=True)
+    return (neg_density - low) * mask
+
+
+@share_rule("density")
+def _share_density(ctx):
+    """The researcher's version 1: P(x) the density of N(mu_i, T^2 sigma_i^2) of agent i's errors
+    over the batch; P'' = -P - min(-P) over the episode's steps; share probability
+    P'' / (sum_t P'' + eps), drawn ratio * valid steps times per episode and agent."""
+    mean, var = masked_moments(ctx.x, ctx.mask, (0, 1))  # [1, 1, N]
+    shifted = _shifted(-_density(ctx.x, mean, var, ctx.args.share_temperature), ctx.mask)
+    return _draw_steps(shifted, ctx)
+
+
+@share_rule("joint_density")
+def _share_joint_density(ctx):
+    """The researcher's version 2: agent i's error under every agent j's distribution,
+    sum_j P''_j, then as version 1."""
+    mean, var = masked_moments(ctx.x, ctx.mask, (0, 1))  # [1, 1, N]
+    dens = _density(ctx.x.unsqueeze(-1), mean.unsqueeze(2), var.unsqueeze(2), ctx.args.share_temperature)
+    mask4 = ctx.mask.unsqueeze(-1)  # [B, T, N_i, 1]
+    shifted = _shifted(-dens, mask4).sum(-1)  # [B, T, N_i]
+    return _draw_steps(shifted, ctx)
+
+
+def share_probabilities(shifted, mask):
+    """P'' [B, T, N] -> each step's share probability within its episode and agent."""
+    return shifted / (shifted.sum(1, keepdim=True) + DENSITY_EPSILON) * mask
+
+
+def _draw_steps(shifted, ctx):
+    """Round(ratio * valid steps) draws with replacement per (episode, agent) from the share
+    probabilities; -> how often each step was drawn."""
+    probs = share_probabilities(shifted, ctx.mask)
+    b, t, n = probs.shape
+    rows = probs.permute(0, 2, 1).reshape(b * n, t)  # [B * N, T]
+    counts_per_row = torch.round(ctx.ratio * ctx.mask.permute(0, 2, 1).reshape(b * n, t).sum(1)).long()
+    counts_per_row = torch.where(rows.sum(1) > 0, counts_per_row, torch.zeros_like(counts_per_row))
+    most = int(counts_per_row.max().item()) if rows.numel() else 0
+    if most == 0:
+        return torch.zeros_like(probs)
+    safe = torch.where(rows.sum(1, keepdim=True) > 0, rows, torch.ones_like(rows))
+    draws = torch.multinomial(safe, most, replacement=True, generator=ctx.generator)  # [B * N, most]
+    keep = (torch.arange(most, device=rows.device) < counts_per_row[:, None]).to(probs.dtype)
+    counts = torch.zeros_like(rows).scatter_add_(1, draws, keep)
+    return counts.view(b, n, t).permute(0, 2, 1)
+
+
+# --- receive rules: (e [B, T, N_send], receivers' mean, std [1, 1, N_recv]) -> p [B, T, Ns, Nr] ---
+
+
+@receive_rule("all")
+def _receive_all(x, mean, std, args):
+    return None
+
+
+@receive_rule("gaussian_gate")
+def _receive_gaussian(x, mean, std, args):
+    """Far from the receiver's own errors, likelier taken: 1 - exp(-(e - mu_j)^2 / (2 sigma_j^2))."""
+    return 1.0 - torch.exp(-((x.unsqueeze(-1) - mean) ** 2) / (2 * std**2))
+
+
+@receive_rule("sigmoid_gate")
+def _receive_sigmoid(x, mean, std, args):
+    """P = sigmoid(alpha (|e - mu_j| - beta sigma_j))."""
+    return torch.sigmoid(args.receive_alpha * ((x.unsqueeze(-1) - mean).abs() - args.receive_beta * std))
+
+
+class Window:
+    """Each agent's last `size` |errors|, for SUPER's quantile and gaussian rules."""
+
+    def __init__(self, n_agents, size):
+        self.values = [torch.zeros(0) for _ in range(n_agents)]
+        self.size = size
+
+    def push(self, e, mask):
+        """Add the batch's valid |errors| (in episode and step order) -> each agent's window."""
+        for i in range(len(self.values)):  # agents, not samples
+            fresh = e[..., i][mask[..., i] > 0].detach()
+            self.values[i] = torch.cat([self.values[i].to(fresh.device), fresh])[-self.size :]
+        return [v if v.numel() else torch.zeros(1, device=e.device) for v in self.values]
+
+    def state_dict(self):
+        return {"values": [v.cpu() for v in self.values]}
+
+    def load_state_dict(self, state):
+        self.values = [v.clone() for v in state["values"]]
+
+
+class Sharer:
+    """Sharing's state (its generator, SUPER's windows) and one update's share weights."""
+
+    def __init__(self, args, n_agents, device):
+        self.args, self.n_agents = args, n_agents
+        self.generator = torch.Generator(device=device)
+        seed = args.seed if isinstance(getattr(args, "seed", None), int) else 0
+        self.generator.manual_seed((seed * 1000003 + 7919) % (2**63))
+        self.window = Window(n_agents, args.share_window)
+
+    def state_dict(self):
+        return {"generator": self.generator.get_state(), **self.window.state_dict()}
+
+    def load_state_dict(self, state):
+        self.generator.set_state(state["generator"])
+        self.window.load_state_dict(state)
+
+    def share(self, delta, mask, batch, t_env):
+        """delta [B, T, N] (the individual TD errors), mask [B, T, N] (valid and alive) ->
+        SimpleNamespace(senders S [B, T, N], receivers R [B, T, N_send, N_recv] (0/1, gates drawn),
+        extra [B, T, N] = S * receivers per step, stats {name: float})."""
+        args = self.args
+        x = delta.detach()
+        e = x.abs() * mask
+        ctx = SimpleNamespace(
+            e=e, x=x, mask=mask, args=args, ratio=share_ratio(args, t_env), window=self.window,
+            generator=self.generator,
+        )  # fmt: skip
+        senders = SHARE_RULES[args.share_rule](ctx)
+        living = self._living(mask)  # [B, T, Ns, Nr]: j != i, j valid and alive
+        in_range = self._in_range(batch, living)
+        n_range = in_range.sum(-1)
+        shared = senders > 0
+        nobody = shared & (n_range == 0)
+        receivers = torch.where(nobody.unsqueeze(-1), self._fallback(batch, living), in_range)
+        gate = RECEIVE_RULES[args.receive_rule](x, *self._receiver_moments(x, mask), args)
+        if gate is not None:
+            receivers = receivers * torch.bernoulli(
+                gate.clamp(0.0, 1.0) * receivers, generator=self.generator
+            )
+        receivers = receivers * shared.unsqueeze(-1).to(receivers.dtype)
+        extra = senders * receivers.sum(-1)
+        if args.share_control == "mass":
+            extra = self._scatter_randomly(extra, mask)
+        n_valid = mask.sum().clamp(min=1.0)
+        n_shared = shared.sum().clamp(min=1)
+        everyone = (in_range == living).all(-1) & shared
+        stats = {
+            "share_fraction": shared.sum() / n_valid,
+            "share_receivers_mean": receivers.sum(-1)[shared].sum() / n_shared,
+            "share_fallback_rate": nobody.sum() / n_shared,
+            "share_all_in_range": everyone.sum() / n_shared,
+            "share_extra_weight": extra.sum(),
+        }
+        return SimpleNamespace(senders=senders, receivers=receivers, extra=extra, stats=stats)
+
+    def _living(self, mask):
+        n = self.n_agents
+        others = 1.0 - torch.eye(n, device=mask.device, dtype=mask.dtype)
+        return mask.unsqueeze(-1) * mask.unsqueeze(-2) * others  # sender valid, receiver alive
+
+    def _in_range(self, batch, living):
+        to = self.args.share_to
+        if to == "all":
+            return living
+        if to == "sight":  # visible[b, t, i, j]: sender i sees teammate j
+            return living * batch["visible"][:, :-1].to(living.dtype)
+        return living * (self._distances(batch) < self.args.share_radius).to(living.dtype)
+
+    def _distances(self, batch):
+        pos = batch["pos"][:, :-1]  # [B, T, N, 2]
+        diff = pos.unsqueeze(3) - pos.unsqueeze(2)  # [B, T, Ns, Nr, 2]
+        if self.args.share_metric == "l1":
+            return diff.abs().sum(-1)
+        return diff.pow(2).sum(-1).sqrt()
+
+    def _fallback(self, batch, living):
+        rule = self.args.share_fallback
+        if rule == "drop":
+            return torch.zeros_like(living)
+        if rule == "all":
+            return living
+        d = torch.where(living > 0, self._distances(batch), torch.full_like(living, float("inf")))
+        nearest = torch.zeros_like(living).scatter_(-1, d.argmin(-1, keepdim=True), 1.0)
+        return nearest * living
+
+    @staticmethod
+    def _receiver_moments(x, mask):
+        mean, var = masked_moments(x, mask, (0, 1))
+        return mean.unsqueeze(2), var.sqrt().unsqueeze(2)  # [1, 1, 1, N_recv]
+
+    def _scatter_randomly(self, extra, mask):
+        """The same extra weights, each moved to a valid agent-step drawn at random (the mass
+        control: the weight without the selection)."""
+        flat, valid = extra.reshape(-1), (mask.reshape(-1) > 0).nonzero().squeeze(1)
+        order = torch.randperm(len(valid), generator=self.generator, device=self.generator.device)
+        out = torch.zeros_like(flat)
+        out[valid[order.to(valid.device)]] = flat[valid]
+        return out.view_as(extra)
+
+
+def needed_fields(config):
+    """The step fields sharing reads with these settings."""
+    if config.get("share_rule", "none") == "none":
+        return set()
+    fields = {"sight": {"visible"}, "radius": {"pos"}}.get(config["share_to"], set())
+    if config["share_fallback"] == "nearest":
+        fields = fields | {"pos"}
+    return set(fields)
