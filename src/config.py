@@ -430,7 +430,7 @@ def check_step_fields(config, learner):
             raise ConfigError(unknown_name_message("record_fields", name, list(STEP_FIELDS)))
     wanted = set(asked) | learner.batch_fields(config)
     have = step_fields_of(config["env"]) if wanted else None
-    missing = [name for name in STEP_FIELDS if name in wanted and have is not None and name not in have]
+    missing = [name for name in STEP_FIELDS if name in wanted and name not in have]
     if missing:
         raise ConfigError(step_fields_message(config["env"], missing, list(have)))
 

@@ -55,6 +55,15 @@ def _coma_td_lambda(cfg):
     return cfg.get("learner") == "coma_learner" and "td_lambda" in cfg and "return_estimator" not in cfg
 
 
+SHARING = "the researcher's experience sharing"
+PROBABILITY_VERSIONS = {1: "density", 2: "joint_density"}
+RECEIVE_VERSIONS = {0: "all", 1: "gaussian_gate", 2: "sigmoid_gate"}
+
+
+def _version(key, versions, value):
+    return {key: versions[value]} if value in versions else None
+
+
 # key -> (translation(value, the file's keys) -> {our key: value}, whose key it is)
 RENAMED = {
     "rnn_hidden_dim": (lambda v, c: {"hidden_dim": v}, "PyMARL, PyMARL2, PyMARL3"),
@@ -73,6 +82,14 @@ RENAMED = {
     "use_value_norm": (lambda v, c: {"value_norm": "ema" if v else "none"}, "PyMARL2"),
     "agent_output_type": (_agent_output_type, "PyMARL family"),
     "critic_q_fn": (lambda v, c: {"critic": "coma_critic"} if v == "coma" else None, "PyMARL's COMA"),
+    "per_beta": (lambda v, c: {"per_beta_start": v}, "PyMARL2's PER"),
+    # The researcher's DIFFER-with-sharing code (learners/sharing.py)
+    "ESR_selected_ratio_start": (lambda v, c: {"share_ratio_start": v}, SHARING),
+    "ESR_selected_ratio_end": (lambda v, c: {"share_ratio_end": v}, SHARING),
+    "ESR_warm_up_ratio": (lambda v, c: {"share_warm_up_ratio": v}, SHARING),
+    "probability_temperature": (lambda v, c: {"share_temperature": v}, SHARING),
+    "probabilities_version": (lambda v, c: _version("share_rule", PROBABILITY_VERSIONS, v), SHARING),
+    "receive_version": (lambda v, c: _version("receive_rule", RECEIVE_VERSIONS, v), SHARING),
 }
 # key -> (accepted(value, the file's keys), what another value would ask for)
 IMPLIED = {
@@ -80,9 +97,6 @@ IMPLIED = {
     "label": (lambda v, c: True, "Sacred bookkeeping"),
     "q_lambda": (lambda v, c: not v, "Q(lambda) targets"),
     "return_priority": (lambda v, c: not v, "prioritised replay by episode return"),
-    "use_per": (lambda v, c: not v, "prioritised experience replay of whole episodes"),
-    "per_alpha": (lambda v, c: not c.get("use_per"), "use_per's priority exponent"),
-    "per_beta": (lambda v, c: not c.get("use_per"), "use_per's importance-weight exponent"),
     "use_orthogonal": (lambda v, c: not v, "orthogonal weight initialisation"),
     "gain": (lambda v, c: not c.get("use_orthogonal"), "use_orthogonal's gain"),
     "mask_before_softmax": (lambda v, c: bool(v), "softmax over unavailable actions too"),
@@ -147,8 +161,8 @@ def translate(cfg, known, context=None):
             rule, whose = RENAMED[key]
             mapped = rule(value, seen)
             if mapped is None:
-                refused[key] = (
-                    f"{key}: {value!r} has no counterpart here with learner {seen.get('learner')!r}"
+                refused[key] = f"{key}: {value!r} has no counterpart here" + (
+                    f" with learner {seen.get('learner')!r}" if whose != SHARING else " (valid: 0, 1, 2)"
                 )
                 continue
             out.update({k: v for k, v in mapped.items() if k not in cfg})

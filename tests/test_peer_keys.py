@@ -145,7 +145,6 @@ def test_a_peer_key_on_the_command_line_after_a_yaml_file_means_ours(tmp_path):
     "text, key",
     [
         ("learner: q_learner\nagent_output_type: pi_logits\n", "agent_output_type"),
-        ("learner: q_learner\nuse_per: True\n", "use_per"),
         ("learner: q_learner\nreturn_priority: True\n", "return_priority"),
         ("learner: q_learner\nq_lambda: True\n", "q_lambda"),
         ("learner: ppo_learner\nmac: ac_mac\naccumulated_episodes: 4\n", "accumulated_episodes"),
@@ -160,10 +159,10 @@ def test_a_feature_we_lack_is_refused_by_name(tmp_path, text, key):
 
 def test_an_implied_value_is_accepted_and_changes_nothing(tmp_path):
     path = tmp_path / "peer.yaml"
-    path.write_text("learner: q_learner\nagent_output_type: q\nuse_per: False\nper_alpha: 0.6\nlabel: x\n")
+    path.write_text("learner: q_learner\nagent_output_type: q\nlabel: x\n")
     cfg = load_config([f"--config={path}"])
     plain = load_config(["--config=qmix"])
-    for key in ("agent_output_type", "use_per", "per_alpha", "label"):
+    for key in ("agent_output_type", "label"):
         assert key not in cfg
     assert cfg["learner"] == plain["learner"] == "q_learner"
 
@@ -187,3 +186,29 @@ def test_the_readme_lists_every_key_of_the_tables():
         readme = f.read()
     missing = [k for k in (*RENAMED, *IMPLIED, *MISSING) if f"`{k}`" not in readme]
     assert not missing, missing
+
+
+def test_pymarl2_per_keys_are_ours(tmp_path):
+    path = tmp_path / "per.yaml"
+    path.write_text("learner: nq_learner\nmixer: qmix\nuse_per: True\nper_alpha: 0.5\nper_beta: 0.3\n")
+    cfg = load_config([f"--config={path}"])
+    assert cfg["use_per"] is True and cfg["per_alpha"] == 0.5 and cfg["per_beta_start"] == 0.3
+    assert "per_beta" not in cfg
+
+
+def test_the_researchers_sharing_keys_in_yaml_and_on_the_command_line(tmp_path, capsys):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "learner: q_divide_learner\nmixer: qmix\nESR_selected_ratio_end: 0.4\nESR_warm_up_ratio: 0.5\n"
+        "probability_temperature: 1.4\nprobabilities_version: 1\nreceive_version: 2\n"
+    )
+    cfg = load_config([f"--config={path}"])
+    assert (cfg["share_ratio_end"], cfg["share_warm_up_ratio"], cfg["share_temperature"]) == (0.4, 0.5, 1.4)
+    assert (cfg["share_rule"], cfg["receive_rule"]) == ("density", "sigmoid_gate")
+    assert "probabilities_version" in capsys.readouterr().err  # each with its note
+    cfg = load_config(["--config=inspire_qmix", "with", "probabilities_version=2", "receive_version=0"])
+    assert (cfg["share_rule"], cfg["receive_rule"]) == ("joint_density", "all")
+    notes = capsys.readouterr().err
+    assert "probabilities_version" in notes and "receive_version" in notes
+    with pytest.raises(ConfigError, match="probabilities_version: 3"):
+        load_config(["--config=inspire_qmix", "with", "probabilities_version=3"])

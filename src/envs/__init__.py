@@ -60,10 +60,11 @@ def validate_env_args(env, env_args):
 
 
 def step_fields_of(env):
-    """The step fields (multiagentenv.STEP_FIELDS) env class `env` records, or None where that
-    depends on the task (the env says so in get_env_info once built)."""
-    fields = REGISTRY[env].resolve().step_fields
-    return tuple(fields) if isinstance(fields, (tuple, list)) else None
+    """The step fields (multiagentenv.STEP_FIELDS) env class `env` can record: all of them, or,
+    where that depends on the task, the most it can (the built env says which in get_env_info)."""
+    cls = REGISTRY[env].resolve()
+    fields = cls.step_fields
+    return tuple(fields) if isinstance(fields, (tuple, list)) else tuple(cls.possible_step_fields)
 
 
 def step_fields_message(env, missing, have):

@@ -88,6 +88,8 @@ def validate_env_args(env_args):
 class GymmaEnv(PerAgentSpacesEnv):
     rng_attribute = "_np_random"  # behind gymnasium's Env.np_random, which would make one if absent
 
+    possible_step_fields = ("pos",)
+
     @property
     def step_fields(self):
         raw = self.env.unwrapped

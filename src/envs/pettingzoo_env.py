@@ -271,6 +271,8 @@ class PettingZooEnv(PerAgentSpacesEnv):
         return info
 
     # --- step fields ---------------------------------------------------------------------------
+    possible_step_fields = ("pos",)
+
     @property
     def step_fields(self):
         return ("pos",) if self._world() is not None else ()  # mpe2's scenarios keep a world
