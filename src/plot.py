@@ -197,6 +197,8 @@ def _plain(v):
 
 
 def _missing(v):
+    if isinstance(v, (list, tuple, dict, np.ndarray)):  # list-valued keys (record_fields: [])
+        return False
     try:
         return v is None or bool(np.isnan(v))
     except TypeError:
