@@ -175,6 +175,8 @@ def _curves(record):
         ("mappo", "mpe", ["batch_size_run=2"]),  # on-policy: no replay buffer
         ("maddpg", "mpe", []),
         ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),  # four streams per env
+        ("per_qmix", "skirmish", ["env_args.map_name=3m"]),  # priorities in the buffer
+        ("inspire_qmix", "skirmish", ["env_args.map_name=3m", "share_to=sight"]),  # the sharer's stream
     ],
 )
 def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monkeypatch, alg, env, extra):
@@ -198,6 +200,8 @@ def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monke
         ("differ_qmix", "skirmish", ["env_args.map_name=3m", "runner=parallel", "batch_size_run=2"]),
         ("maddpg", "mpe", ["env_args.continuous_actions=True"]),  # raw samples, bounded for the env
         ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),
+        ("per_qmix", "skirmish", ["env_args.map_name=3m"]),  # the log keeps the priorities
+        ("inspire_qmix", "skirmish", ["env_args.map_name=3m", "share_to=sight"]),  # visible replayed
     ],
 )
 def test_a_checkpoint_without_its_buffer_plays_the_buffer_again_from_its_log(

@@ -82,6 +82,9 @@ def save_log(buffer, path):
         "digest": digest(buffer),
         "env_rng": states,
     }
+    if hasattr(buffer, "priorities"):  # prioritised replay: what it learned of each episode
+        arrays["priorities"] = buffer.priorities[:n].copy()
+        meta["max_priority"] = buffer.max_priority
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     with open(path, "wb") as f:
         np.savez_compressed(f, **arrays)
@@ -89,11 +92,14 @@ def save_log(buffer, path):
 
 
 def read_log(folder):
-    """-> (meta, {field: tensor}) of the step folder's log, or None when it has none."""
+    """-> (meta, {field: tensor}) of the step folder's log, or None when it has none. A prioritised
+    buffer's priorities come as meta["priorities"] (a list)."""
     path = os.path.join(folder, LOG)
     if not os.path.isfile(path):
         return None
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(z["meta"].tobytes().decode())
         fields = {k: torch.from_numpy(z[f"field_{k}"].astype(dtype)) for k, dtype in meta["fields"].items()}
+        if "priorities" in z.files:
+            meta["priorities"] = z["priorities"].tolist()
     return meta, fields

@@ -64,6 +64,9 @@ def rebuild(folder, buffer, args, runner):
             player.env.set_rng_state(state)
             buffer.insert_episode_batch(player.run(test_mode=False), [state])
         buffer.buffer_index = meta["buffer_index"]
+        if "priorities" in meta and hasattr(buffer, "priorities"):
+            buffer.priorities[: len(meta["priorities"])] = meta["priorities"]
+            buffer.max_priority = meta["max_priority"]
         if digest(buffer) != meta["digest"]:
             why = "the episodes played again differ from the saved ones"
     except Exception as e:  # a log this run cannot play: the run goes on as without one
