@@ -446,3 +446,31 @@ def test_share_statistics_are_logged(tmp_path):
         assert key in m, key
     assert all(0 <= v <= 1 for v in m["share_all_in_range"])
     assert math.isfinite(sum(m["share_extra_weight"]))
+
+
+@pytest.mark.parametrize(
+    "env_config, extra",
+    [
+        ("mpe", ["runner=vector", "batch_size_run=2"]),  # mpe2 itself: its NumPy port has no positions
+        ("gymma", ["env_args.key=lbforaging:Foraging-8x8-2p-3f-v3"]),
+        ("gymma", ["env_args.key=rware:rware-tiny-2ag-v2", "env_args.time_limit=50"]),
+        ("vmas", ["runner=vector", "batch_size_run=2"]),  # VMAS's tensor path
+    ],
+)
+def test_positions_are_recorded_where_the_env_has_them(tmp_path, env_config, extra):
+    argv = ["--config=qmix", f"--env-config={env_config}", "with", "record_fields=[pos]", *extra]
+    from config import load_config
+
+    args = SimpleNamespace(**load_config(argv))
+    args.device = "cpu"
+    parts = build(args, Logger(get_console_logger()))
+    try:
+        batch = parts.runner.run(test_mode=False)
+    finally:
+        parts.runner.close_env()
+    filled = batch["filled"][:, :, 0].bool()
+    pos = batch["pos"]  # [B, T, N, 2]
+    assert pos.shape[2:] == (args.n_agents, 2)
+    moved = (pos[:, 1:] != pos[:, :-1]).any(-1).any(-1) & filled[:, 1:]
+    assert moved.any()  # positions change over the episode, and are not left at zero
+    assert (pos[filled] != 0).any()

@@ -68,6 +68,13 @@ def validate_env_args(env_args):
 
 
 class VMASEnv(PerAgentSpacesEnv):
+    step_fields = ("pos",)
+    record_fields = ()  # the step fields the batched paths return (the vector runner sets them)
+
+    def get_step_fields(self, names):
+        """One copy's (num_envs=1) agents' positions [N, 2]."""
+        return {"pos": np.stack([a.state.pos[0].cpu().numpy() for a in self.env.agents]).astype(np.float32)}
+
     def __init__(self, **env_args):
         vmas = _vmas()
         self.scenario = env_args["scenario"]
@@ -141,7 +148,10 @@ class VMASEnv(PerAgentSpacesEnv):
         return out
 
     def _tensor_data(self, obs):
-        return {"state": obs.reshape(self.num_envs, -1), "avail_actions": self._avail_t, "obs": obs}
+        data = {"state": obs.reshape(self.num_envs, -1), "avail_actions": self._avail_t, "obs": obs}
+        if "pos" in self.record_fields:  # [E, N, 2]
+            data["pos"] = torch.stack([a.state.pos for a in self.env.agents], dim=1).float()
+        return data
 
     def reset_tensors(self):
         """Reset every copy: {state [E, S], avail_actions [E, N, A], obs [E, N, O]} as tensors on
@@ -193,11 +203,14 @@ class VMASEnv(PerAgentSpacesEnv):
         self._obs = obs.detach().cpu().numpy()  # a fresh array each step: the views below stay valid
 
     def _data(self):
-        return {
+        data = {
             "state": self._obs.reshape(self.num_envs, -1),
             "avail_actions": self._avail_batch,
             "obs": self._obs,
         }
+        if "pos" in self.record_fields:
+            data["pos"] = np.stack([a.state.pos.cpu().numpy() for a in self.env.agents], axis=1)
+        return data
 
     def reset_batch(self):
         """Reset every copy: {state [E, S], avail_actions [E, N, A], obs [E, N, O]}."""

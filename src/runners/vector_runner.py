@@ -31,6 +31,7 @@ class VectorRunner(ParallelRunner):
         self.batched = make is not None  # one env of batch_size_run copies (VMAS, MPE's port)
         if self.batched:
             self.envs = [make(**{**env_args_for(args, 0), "num_envs": self.batch_size})]
+            self.envs[0].record_fields = self.step_fields
         else:
             self.envs = [env_REGISTRY[args.env](**env_args_for(args, i)) for i in range(self.batch_size)]
         self.on_device = self.batched and hasattr(self.envs[0], "step_tensors")
