@@ -197,8 +197,8 @@ def test_vector_and_parallel_runners_on_lbf(tmp_path):
 
 
 def readme_lbf_tasks():
-    """The README's rows for EPyMARL's LBF benchmark tasks: (task name, env_args)."""
-    readme = read(os.path.join(os.path.dirname(__file__), ".."), "README.md")
+    """docs/environments.md's rows for EPyMARL's LBF benchmark tasks: (task name, env_args)."""
+    readme = read(os.path.join(os.path.dirname(__file__), "..", "docs"), "environments.md")
     rows = []
     for line in readme.splitlines():
         if line.startswith("| LBF "):

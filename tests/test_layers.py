@@ -1,5 +1,5 @@
 """The import graph of src/: no circle, and no module importing from a layer above its own
-(README, "Layout"). Imports inside functions count too: a lazy import is still a dependency."""
+(docs/extending.md). Imports inside functions count too: a lazy import is still a dependency."""
 
 import ast
 import os
@@ -63,7 +63,7 @@ def layer(name):
     for i, members in enumerate(LAYERS):
         if top in members:
             return i
-    raise AssertionError(f"src/{top} is in no layer: add it to LAYERS and to the README's layout")
+    raise AssertionError(f"src/{top} is in no layer: add it to LAYERS and to docs/extending.md")
 
 
 def upward(graph):

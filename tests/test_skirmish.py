@@ -326,3 +326,22 @@ def test_heights_decode_the_game_s_height_map_format():
     b = facts.cell_bytes(z)
     assert b.shape == (32, 32) and b[5, 10] == 191 and b[5, 1] == 135
     assert 135 < b[5, 3] < 191  # a cell with two corners down and two up: halfway
+
+
+def test_a_first_run_says_the_simulator_is_compiled_once(monkeypatch, capfd):
+    from envs.skirmish import sim
+
+    monkeypatch.setattr(sim, "_told", False)
+    monkeypatch.setattr(sim, "compiled_before", lambda: False)
+    SkirmishEnv(map_name="3m", seed=1)
+    SkirmishEnv(map_name="3m", seed=2)
+    said = [
+        line
+        for line in capfd.readouterr().err.splitlines()
+        if "compiling the skirmish simulator once" in line
+    ]
+    assert len(said) == 1 and sim.compile_cache() in said[0]
+    monkeypatch.setattr(sim, "_told", False)
+    monkeypatch.setattr(sim, "compiled_before", lambda: True)
+    SkirmishEnv(map_name="3m", seed=3)
+    assert "compiling" not in capfd.readouterr().err

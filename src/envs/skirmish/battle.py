@@ -25,6 +25,7 @@ class Battle:
     _clip_reward = False  # reward_only_positive as SMAC v1: |reward|
 
     def __init__(self, **kwargs):
+        sim.say_if_compiling()
         args = self._arguments(kwargs)
         for k, v in self.DEFAULTS.items():
             setattr(self, "_seed" if k == "seed" else k, args.get(k, v))

@@ -16,12 +16,50 @@ import numpy as np
 
 try:
     from numba import njit
+
+    NUMBA = True
 except ImportError:  # pragma: no cover - the same code, interpreted
+    NUMBA = False
 
     def njit(*args, **kwargs):
         if args and callable(args[0]):
             return args[0]
         return lambda f: f
+
+
+def compile_cache():
+    """Where numba keeps the compiled kernel: NUMBA_CACHE_DIR, else __pycache__ beside this file."""
+    import os
+
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    return root or os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+
+
+def compiled_before():
+    """True where numba has a compiled kernel of this file cached (or numba is absent)."""
+    import glob
+    import os
+
+    # NUMBA_CACHE_DIR holds a folder per source folder (skirmish_<hash>/)
+    pattern = ("skirmish*", "sim.*.nbi") if os.environ.get("NUMBA_CACHE_DIR") else ("sim.*.nbi",)
+    return not NUMBA or bool(glob.glob(os.path.join(compile_cache(), *pattern)))
+
+
+_told = False
+
+
+def say_if_compiling():
+    """A first run's one line: the simulator is compiled once, which takes a minute or two."""
+    global _told
+    if _told or compiled_before():
+        return
+    _told = True
+    from utils.logger import get_console_logger
+
+    get_console_logger().info(
+        "compiling the skirmish simulator once (numba, about 2 min on 2 cores); "
+        f"later runs load it from {compile_cache()}"
+    )
 
 
 # SC2 rates per game loop (Normal speed: 16 loops per game second)
