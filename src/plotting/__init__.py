@@ -1,0 +1,1 @@
+"""The parts of src/plot.py, one job each: grouping, aggregates, reference bands, export."""
