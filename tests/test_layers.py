@@ -12,7 +12,7 @@ LAYERS = [
     {"controllers"},
     {"learners", "runners"},
     {"config", "peer_keys", "assembly", "run"},
-    {"main", "sweep", "sweep_archive", "crossplay", "plot", "plotting"},
+    {"main", "sweep", "sweep_archive", "crossplay", "plot", "plotting", "sweeping"},
 ]
 SIBLINGS_APART = {"learners", "runners"}
 

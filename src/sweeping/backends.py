@@ -1,0 +1,156 @@
+"""Running a sweep's commands: a local pool of processes, or Ray."""
+
+import concurrent.futures
+import functools
+import os
+import signal
+import subprocess
+import threading
+
+from config import ROOT
+from utils.errors import ConfigError
+
+
+def run_env():
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # runs share the cores
+    # main.py ends the run (as INTERRUPTED) when this process dies, however it dies; set there,
+    # not in a preexec_fn, which is unsafe in this threaded process
+    env["MARL_PARENT_PID"] = str(os.getpid())
+    return env
+
+
+class LocalRuns:
+    """The local backend's runs, each a subprocess in its own session: Ctrl-C reaches the sweep
+    only, and the sweep passes one SIGINT to each running run and starts no more."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.procs = set()
+        self.stopping = False
+
+    def run(self, cmd, log, check=None):
+        """-> exit code, None when the sweep was stopped before this run started, or the reason
+        check() gives for not starting it (a str)."""
+        why = check() if check else None
+        if why:
+            return why
+        with self.lock:
+            if self.stopping:
+                return None
+            with open(log, "w") as f:
+                p = subprocess.Popen(
+                    cmd,
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    env=run_env(),
+                    cwd=ROOT,
+                    start_new_session=True,
+                )
+            self.procs.add(p)
+        try:
+            return p.wait()
+        finally:
+            with self.lock:
+                self.procs.discard(p)
+
+    def stop(self, sig=signal.SIGINT):
+        with self.lock:
+            self.stopping = True
+            for p in self.procs:
+                if p.poll() is None:
+                    p.send_signal(sig)
+
+
+def run_local(jobs, workers, check=None):
+    """Runs the jobs, `workers` at a time; yields ((run, log), exit code or None or a str: see
+    LocalRuns.run). check(run), just before a run starts, may give a reason not to start it."""
+    runs = LocalRuns()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+    futures = {
+        pool.submit(runs.run, cmd, log, functools.partial(check, run) if check else None): (run, log)
+        for run, cmd, log in jobs
+    }
+    pending = set(futures)
+    interrupted = False
+    try:
+        while pending:
+            try:
+                done, pending = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
+            except KeyboardInterrupt:
+                # A second Ctrl-C while the runs wind down sends SIGTERM (also recorded as
+                # INTERRUPTED) to any that are still going.
+                runs.stop(signal.SIGTERM if interrupted else signal.SIGINT)
+                interrupted = True
+                continue
+            for fut in done:
+                yield futures[fut], fut.result()
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def run_ray(jobs, address):
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("backend=ray needs Ray: pip install 'ray>=2.40'") from None
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+
+    def ray_run(cmd, log, cwd):
+        # Defined here so Ray ships it by value: workers need not import this module. Runs on a
+        # cluster need the repository at the same path on every node.
+        import os as _os
+        import signal as _signal
+        import subprocess as _subprocess
+
+        env = dict(_os.environ)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env["MARL_PARENT_PID"] = str(_os.getpid())  # as locally: the run ends if its Ray worker dies
+        _os.makedirs(_os.path.dirname(log), exist_ok=True)
+        with open(log, "w") as f:
+            p = _subprocess.Popen(cmd, stdout=f, stderr=_subprocess.STDOUT, env=env, cwd=cwd)
+            try:
+                return p.wait()
+            except KeyboardInterrupt:  # ray.cancel: the run ends INTERRUPTED, not killed
+                p.send_signal(_signal.SIGINT)
+                return p.wait()
+
+    remote = ray.remote(num_cpus=1)(ray_run)
+    interrupted = False
+    try:
+        refs = {remote.remote(cmd, log, ROOT): (run, log) for run, cmd, log in jobs}
+        pending = list(refs)
+        while pending:
+            try:
+                ready, pending = ray.wait(pending, num_returns=1)
+            except KeyboardInterrupt:
+                interrupted = True
+                for ref in pending:
+                    ray.cancel(ref)  # queued: never start; running: interrupted (above)
+                continue
+            for ref in ready:
+                try:
+                    rc = ray.get(ref)
+                except (ray.exceptions.TaskCancelledError, ray.exceptions.RayTaskError):
+                    rc = None if interrupted else 1
+                yield refs[ref], rc
+    finally:
+        ray.shutdown()
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def exit_reason(rc):
+    """A failed run's exit code in words. A run killed by a signal leaves its record RUNNING
+    (read back as DIED) and its newest checkpoint, from which the sweep goes on when run again."""
+    if rc >= 0:
+        return f"exit {rc}"
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    oom = -rc == signal.SIGKILL
+    why = " (the kernel's out-of-memory killer, if nobody sent it: see dmesg)" if oom else ""
+    return f"killed by {name}{why}; run the sweep again to go on from its newest checkpoint"
