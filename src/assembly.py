@@ -13,13 +13,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from components.episode_buffer import (
-    POST_FIELDS,
-    PRE_FIELDS,
-    EpisodeBatch,
-    PrioritisedReplayBuffer,
-    ReplayBuffer,
-)
+from components.episode_buffer import POST_FIELDS, PRE_FIELDS, EpisodeBatch, ReplayBuffer
+from components.prioritised_buffer import PrioritisedReplayBuffer
 from components.schedules import annealed_beta, horizon
 from components.transforms import OneHot
 from config import load_defaults, section_keys

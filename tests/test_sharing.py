@@ -14,7 +14,8 @@ import torch
 
 import main
 from assembly import build
-from components.episode_buffer import EpisodeBatch, PrioritisedReplayBuffer, ReplayBuffer
+from components.episode_buffer import EpisodeBatch, ReplayBuffer
+from components.prioritised_buffer import PrioritisedReplayBuffer
 from components.schedules import annealed_beta, horizon
 from controllers import REGISTRY as mac_REGISTRY
 from envs import REGISTRY as env_REGISTRY
