@@ -11,7 +11,7 @@ LAYERS = [
     {"components", "modules", "envs"},
     {"controllers"},
     {"learners", "runners"},
-    {"config", "config_keys", "validation", "peer_keys", "assembly", "run"},
+    {"config", "config_keys", "validation", "peer_keys", "assembly", "resume", "run"},
     {"main", "sweep", "sweep_archive", "crossplay", "plot", "plotting", "sweeping"},
 ]
 SIBLINGS_APART = {"learners", "runners"}

@@ -1,0 +1,156 @@
+"""Saving a run and going on from a checkpoint: its learner, replay buffer (or the log to play it
+again), random states and counters, and the metrics its run had logged, so that a resumed run
+repeats the uninterrupted one."""
+
+import json
+import os
+import time
+
+from components.replay_log import LOG, read_log, save_log
+from runners.replay import rebuild
+from utils.checkpoint import load_buffer, load_run_state, save_checkpoint
+from utils.logger import get_console_logger
+from utils.seeding import process_rng_state, set_process_rng_state
+from utils.values import config_changes, describe_changes, plain_config
+
+
+def resume(args, logger, buffer, folder, meta, runner):
+    """Go on from a checkpoint: its replay buffer if it saved one, the metrics its run had
+    logged up to the checkpoint copied into this run's record, so that the record holds the
+    whole curve, and the random states and counters it kept, so that the run goes on as the
+    uninterrupted run would have. -> (whether the metrics were carried, the env steps collected
+    since the last update)."""
+    console = logger.console_logger
+    t_env = meta["t_env"]
+    restored = buffer is not None and load_buffer(folder, buffer)
+    rebuilt = None
+    if restored:
+        console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
+        log = read_log(folder)  # the env states the restored episodes began from, for the next log
+        if log is not None and log[0]["episodes_in_buffer"] == buffer.episodes_in_buffer:
+            buffer.env_rng[: buffer.episodes_in_buffer] = log[0]["env_rng"]
+    elif buffer is not None and os.path.isfile(os.path.join(folder, LOG)):
+        started = time.time()
+        why = rebuild(folder, buffer, args, runner)
+        restored = rebuilt = why is None
+        if restored:
+            console.info(
+                f"replay buffer rebuilt from {LOG}: {buffer.episodes_in_buffer} episodes played "
+                f"again in {time.time() - started:.0f} s, the same to the last bit as when saved"
+            )
+        else:
+            console.warning(f"the replay buffer could not be rebuilt from {LOG}: {why}")
+    if buffer is not None and not restored:
+        saved = (meta.get("config") or {}).get("save_buffer", False)
+        why = (
+            "it was saved with one, but buffer.th is not there (sweep archives and "
+            "copied checkpoints leave it out)"
+            if saved
+            else "it was saved with save_buffer=False"
+        )
+        console.warning(
+            f"this checkpoint has no replay buffer ({why}): training waits until the buffer "
+            "refills from the restored policy, which a run that was never stopped would not "
+            "have done"
+        )
+    info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
+    if rebuilt is not None:
+        info["buffer_rebuilt"] = rebuilt  # played again from its log (False: the log did not fit)
+    changes = config_changes(meta["config"], plain_config(args)) if meta.get("config") else {}
+    if changes:
+        console.warning(
+            f"settings differ from those the checkpoint was saved with, so this run's curve mixes "
+            f"the two: {describe_changes(changes)}"
+        )
+        info["config_changed"] = {k: [a, b] for k, (a, b) in changes.items()}
+    record = None
+    if meta.get("record"):
+        # <results>/models/<run token>/<t_env>/ -> <results>/<record>
+        base = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(folder))))
+        record = os.path.join(base, meta["record"])
+    metrics = read_metrics(record) if record else None
+    if metrics is None:
+        console.warning(
+            f"the record of the run that saved this checkpoint was not found"
+            f"{f' at {record}' if record else ''}; this run's metrics start at t_env {t_env}"
+        )
+    else:
+        points = sorted(
+            (t, name, v)
+            for name, series in metrics.items()
+            for t, v in zip(series["steps"], series["values"], strict=True)
+            if t <= t_env
+        )
+        for t, name, v in points:
+            logger.log_stat(name, v, t)
+        info["record"] = record
+        info["points_carried"] = len(points)
+        console.info(f"carried {len(points)} logged values up to t_env {t_env} from {record}")
+    # Last: nothing may draw from the process's streams between here and the training loop.
+    differs = ["settings changed"] if changes else []
+    if buffer is not None and not restored:
+        differs.append("no replay buffer")
+    # With other settings the saved states may not fit (other envs, per-agent returns): not used.
+    pending = 0 if changes else restore_run_state(runner, folder, differs)
+    info["exact"] = not differs
+    if differs:
+        info["differs_because"] = differs
+        console.warning(
+            "from here this run will not repeat the uninterrupted run exactly: " + "; ".join(differs)
+        )
+    if logger.sacred_run is not None:
+        logger.sacred_run.info["resumed_from"] = info
+    return metrics is not None, pending
+
+
+def restore_run_state(runner, folder, differs):
+    """Put back the random states and counters that the checkpoint kept; adds to `differs` why
+    the run will not repeat the uninterrupted one. -> the env steps collected since the last
+    update (train_interval_steps)."""
+    state = load_run_state(folder)
+    if state is None:
+        differs.append("the checkpoint keeps no random states (saved before they were kept)")
+        return 0
+    differs += runner.load_state_dict(state["runner"])
+    set_process_rng_state(state["rng"])
+    return int(state["pending"])
+
+
+def read_metrics(record):
+    try:
+        with open(os.path.join(record, "metrics.json")) as f:
+            metrics = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return metrics if isinstance(metrics, dict) else None
+
+
+def save_model(args, runner, learner, episode, buffer=None, pending=0):
+    root = os.path.join(args.local_results_path, "models", args.unique_token)
+    # The config lets cross-play rebuild this run's controller on its own (team_checkpoints).
+    meta = {
+        "episode": episode,
+        "name": args.name,
+        "env": args.env,
+        "record": args.record,
+        "config": plain_config(args),
+    }
+    # What a resumed run needs to go on exactly as this one: taken after everything this step drew.
+    run_state = {"rng": process_rng_state(args.device), "runner": runner.state_dict(), "pending": pending}
+    # The buffer's log, with or without save_buffer: a few MB that give the buffer back where
+    # buffer.th is not kept (save_buffer=False, sweep archives, fresh checkouts).
+    writers = {LOG: lambda path: write_buffer_log(buffer, path)} if buffer is not None else None
+    kept = buffer if args.save_buffer else None
+    path = save_checkpoint(root, runner.t_env, learner, meta, kept, run_state, writers)
+    get_console_logger().info(f"saved checkpoint {path}")
+
+
+def write_buffer_log(buffer, path):
+    """The log is a convenience beside buffer.th: a state it cannot write (an env's random state
+    that is not plain values) costs the log, not the checkpoint."""
+    try:
+        save_log(buffer, path)
+    except (TypeError, ValueError) as e:
+        if os.path.exists(path):
+            os.remove(path)
+        get_console_logger().warning(f"this checkpoint keeps no {LOG}: {e}")
