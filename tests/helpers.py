@@ -1,6 +1,7 @@
 """Helpers the tests share: a deterministic mock env, configs without a command line, random
 episode batches, and short end-to-end runs."""
 
+import copy
 import glob
 import importlib.util
 import json
@@ -11,9 +12,11 @@ import numpy as np
 import torch
 
 import main
+from assembly import build
 from components.episode_buffer import EpisodeBatch
 from components.transforms import OneHot
 from envs.multiagentenv import MultiAgentEnv
+from utils.logger import Logger, get_console_logger
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -343,3 +346,68 @@ class MockBatchEnv(MultiAgentEnv):
 
     def get_total_actions(self):
         return self.n_actions
+
+
+# --- MADDPG on a real mpe2 env (test_maddpg.py, test_td3_sac.py) ---------------------------
+
+MADDPG = dict(
+    learner="maddpg_learner",
+    mac="maddpg_mac",
+    mixer=None,
+    agent="mlp",
+    lr=0.01,
+    critic_lr=0.01,
+    optimizer="adam",
+    optim_eps=1e-8,
+    gamma=0.95,
+    target_update_mode="soft",
+    tau=0.01,
+    obs_agent_id=False,
+    obs_last_action=False,
+    agent_param_sharing=False,
+    standardise_rewards=False,
+    grad_norm_clip=0.5,
+)
+
+
+class RecordingLogger(Logger):
+    def __init__(self):
+        super().__init__(get_console_logger())
+        self.stats = {}
+
+    def log_stat(self, key, value, t):
+        self.stats[key] = value
+
+
+def maddpg_setup(scenario="simple_spread_v3", continuous=False, common_reward=True, **overrides):
+    """Real mpe2 env, episode runner, MADDPG controller and learner."""
+    env_args = dict(
+        scenario=scenario,
+        max_cycles=5,
+        continuous_actions=continuous,
+        seed=0,
+        common_reward=common_reward,
+        reward_scalarisation="sum",
+    )
+    args = make_args(**{**MADDPG, **overrides}, env="mpe", env_args=env_args, common_reward=common_reward)
+    logger = RecordingLogger()
+    parts = build(args, logger, buffer=False)
+    runner, mac, learner, info = parts.runner, parts.mac, parts.learner, parts.env_info
+    return args, runner, mac, learner, info
+
+
+def play(runner, n=4):
+    batches = [runner.run(test_mode=False) for _ in range(n)]
+    batch = copy.copy(batches[0])
+    batch.data = copy.copy(batches[0].data)
+    for store in ("transition_data", "episode_data"):
+        setattr(
+            batch.data,
+            store,
+            {
+                k: torch.cat([getattr(b.data, store)[k] for b in batches])
+                for k in getattr(batches[0].data, store)
+            },
+        )
+    batch.batch_size = n
+    return batch

@@ -14,7 +14,7 @@ import main
 from controllers import REGISTRY as mac_REGISTRY
 from helpers import N, learner_args, make_batch
 from learners import REGISTRY as le_REGISTRY
-from learners.selection import per_beta, selected_ratio, selection_weights
+from learners.selection import LEGACY_PER_BETA, per_beta, selected_ratio, selection_weights
 from utils.logger import Logger, get_console_logger
 from utils.rl_utils import bootstrap_values, valid_mask
 
@@ -166,6 +166,13 @@ def test_per_draws_exactly_n_sel_from_valid_positions(mode):
         p = ((e + 0.01 * mask) ** 0.8) * mask
         full = torch.where(mask > 0, (p.sum() / p.clamp_min(1e-30)) ** 0.6, torch.zeros_like(p))
         assert torch.allclose(iw, (full / full.max())[counts > 0], rtol=1e-5)
+    if mode == "PER":
+        # counts times (P / P_min)^-beta: dividing the weights back gives n_sel whole draws
+        p = e * (mask > 0)
+        probs = p / p.sum()
+        iw = torch.where(probs > 0, (probs / probs[probs > 0].min()) ** -LEGACY_PER_BETA, torch.zeros_like(p))
+        counts = torch.where(iw > 0, w / iw, torch.zeros_like(w))
+        assert torch.allclose(counts, counts.round(), atol=1e-4) and counts.round().sum() == n_sel
 
 
 def test_per_frequency_follows_priorities():
@@ -192,11 +199,13 @@ def test_per_frequency_follows_priorities():
     ],
 )
 def test_selection_stays_on_the_input_device(device):
+    # float64 inputs too: a rule that made its tensors anew (another device, the default dtype)
+    # fails here on a CPU-only machine as well
     e, mask = synthetic()
-    e, mask = e.to(device), mask.to(device)
+    e, mask = e.to(device, torch.float64), mask.to(device, torch.float64)
     for mode in ("all", "greedy", "greedy_weight", "PER", "PER_hard", "PER_weight"):
         w = selection_weights(e, mask, mode, 0.5)
-        assert w.device.type == device and w.shape == e.shape, mode
+        assert w.device.type == device and w.shape == e.shape and w.dtype == torch.float64, mode
 
 
 def test_warm_up_and_beta_schedules_hit_their_end_points():

@@ -11,74 +11,10 @@ import torch
 
 import helpers
 import main
-from assembly import build
 from controllers import REGISTRY as mac_REGISTRY
-from helpers import make_args
+from helpers import MADDPG, maddpg_setup, make_args, play
 from utils.errors import ConfigError
-from utils.logger import Logger, get_console_logger
 from utils.rl_utils import gumbel_softmax_st
-
-MADDPG = dict(
-    learner="maddpg_learner",
-    mac="maddpg_mac",
-    mixer=None,
-    agent="mlp",
-    lr=0.01,
-    critic_lr=0.01,
-    optimizer="adam",
-    optim_eps=1e-8,
-    gamma=0.95,
-    target_update_mode="soft",
-    tau=0.01,
-    obs_agent_id=False,
-    obs_last_action=False,
-    agent_param_sharing=False,
-    standardise_rewards=False,
-    grad_norm_clip=0.5,
-)
-
-
-class RecordingLogger(Logger):
-    def __init__(self):
-        super().__init__(get_console_logger())
-        self.stats = {}
-
-    def log_stat(self, key, value, t):
-        self.stats[key] = value
-
-
-def maddpg_setup(scenario="simple_spread_v3", continuous=False, common_reward=True, **overrides):
-    """Real mpe2 env, episode runner, MADDPG controller and learner."""
-    env_args = dict(
-        scenario=scenario,
-        max_cycles=5,
-        continuous_actions=continuous,
-        seed=0,
-        common_reward=common_reward,
-        reward_scalarisation="sum",
-    )
-    args = make_args(**{**MADDPG, **overrides}, env="mpe", env_args=env_args, common_reward=common_reward)
-    logger = RecordingLogger()
-    parts = build(args, logger, buffer=False)
-    runner, mac, learner, info = parts.runner, parts.mac, parts.learner, parts.env_info
-    return args, runner, mac, learner, info
-
-
-def play(runner, n=4):
-    batches = [runner.run(test_mode=False) for _ in range(n)]
-    batch = copy.copy(batches[0])
-    batch.data = copy.copy(batches[0].data)
-    for store in ("transition_data", "episode_data"):
-        setattr(
-            batch.data,
-            store,
-            {
-                k: torch.cat([getattr(b.data, store)[k] for b in batches])
-                for k in getattr(batches[0].data, store)
-            },
-        )
-    batch.batch_size = n
-    return batch
 
 
 def test_gumbel_softmax_straight_through():

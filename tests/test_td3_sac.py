@@ -11,10 +11,9 @@ import torch
 
 import main
 from components.action_forms import SquashedGaussianActions
-from helpers import assert_trains, make_args
+from helpers import assert_trains, maddpg_setup, make_args, play
 from learners import REGISTRY as le_REGISTRY
 from learners.masac_learner import temperature_loss
-from test_maddpg import maddpg_setup, play
 from utils.errors import ConfigError
 from utils.rl_utils import valid_mask
 
