@@ -47,12 +47,12 @@ def check_capabilities(config, learners, macs, mixers):
     controllers), then the learner's own checks."""
     name = config["learner"]
     learner, mac = learners[name], macs[config["mac"]]
-    if learner.mixer == "required" and config["mixer"] is None:
+    if learner.mixer_use == "required" and config["mixer"] is None:
         raise ConfigError(
             f"learner={name} needs a mixer ({' or '.join(f'mixer={m}' for m in sorted(mixers))}), "
             "got mixer=None"
         )
-    if learner.mixer == "none" and config["mixer"] is not None:
+    if learner.mixer_use == "none" and config["mixer"] is not None:
         raise ConfigError(f"learner={name} uses no mixer; set mixer=None (got mixer={config['mixer']})")
     if config["mixer"] is not None and not config["common_reward"]:
         raise ConfigError(

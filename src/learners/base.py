@@ -9,7 +9,7 @@ them instead of lists of learner names:
 
     action_spaces  the env action spaces it can learn ("discrete", "continuous")
     macs           the controllers it can train
-    mixer          "none", "optional" or "required"
+    mixer_use      "none", "optional" or "required" (self.mixer is the network, where there is one)
     on_policy      trains on the episodes just collected instead of a replay buffer
 
 `batch_fields(config)` names the env's extra step fields a learner needs; `train()` returns what
@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # annotations only
 class Learner:
     action_spaces = ("discrete",)
     macs = ("basic_mac",)
-    mixer = "none"
+    mixer_use = "none"
     on_policy = False
 
     def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:

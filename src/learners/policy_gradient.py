@@ -79,15 +79,15 @@ class PolicyGradientLearner(Learner):
 
     # --- masks and targets ------------------------------------------------------------------
     def masks(self, batch: EpisodeBatch) -> tuple[torch.Tensor, ...]:
-        """-> rewards [B, T, N], terminated [B, T, 1], m, P, Q, M [B, T, N]."""
+        """-> rewards [B, T, N], terminated [B, T, 1], m, P (policy_m), Q (value_m), M [B, T, N]."""
         rewards, terminated, mask = self.rewards_and_masks(batch)
         n = self.args.n_agents
         rewards = rewards.expand(-1, -1, n)
         m = mask.expand(-1, -1, n)
         alive_m = m * alive_mask(batch)[:, :-1]
-        p = alive_m if self.args.policy_active_mask else m
-        q = alive_m if self.args.value_active_mask else m
-        return rewards, terminated, m, p, q, alive_m
+        policy_m = alive_m if self.args.policy_active_mask else m
+        value_m = alive_m if self.args.value_active_mask else m
+        return rewards, terminated, m, policy_m, value_m, alive_m
 
     def denormalise(self, v: torch.Tensor) -> torch.Tensor:
         return v if self.value_norm is None else self.value_norm.denormalise(v)
@@ -104,24 +104,24 @@ class PolicyGradientLearner(Learner):
         returns = nstep_returns(rewards, terminated, m, next_values, args.gamma, args.q_nstep)
         return returns, (returns - values) * m
 
-    def normalise_advantages(self, advantages: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        mean, std = masked_mean_std(advantages, p)
+    def normalise_advantages(self, advantages: torch.Tensor, policy_m: torch.Tensor) -> torch.Tensor:
+        mean, std = masked_mean_std(advantages, policy_m)
         self.stats["advantage_mean"].append(mean)
         self.stats["advantage_std"].append(std)
         if self.args.advantage_norm == "batch":  # over the entries the policy loss uses only
-            return (advantages - mean) / (std + 1e-5) * p
+            return (advantages - mean) / (std + 1e-5) * policy_m
         return advantages
 
-    def critic_targets(self, returns: torch.Tensor, q: torch.Tensor, update: bool) -> torch.Tensor:
+    def critic_targets(self, returns: torch.Tensor, value_m: torch.Tensor, update: bool) -> torch.Tensor:
         """What the critic regresses on: the returns, normalised (after absorbing them into the
         statistics when `update`) if value_norm is on."""
         if self.value_norm is None:
             return returns
         if update:
-            self.value_norm.update(returns, q)
+            self.value_norm.update(returns, value_m)
         return self.value_norm.normalise(returns)
 
-    def value_loss(self, v, target, q, v_old=None) -> torch.Tensor:
+    def value_loss(self, v, target, value_m, v_old=None) -> torch.Tensor:
         """value_loss_coef * mean_Q of l(target - v), or of the larger of it and the clipped
         prediction's loss when value_clip > 0 (PPO's value clipping around v_old)."""
         args = self.args
@@ -130,7 +130,7 @@ class PolicyGradientLearner(Learner):
         if args.value_clip > 0 and v_old is not None:
             clipped = v_old + (v - v_old).clamp(-args.value_clip, args.value_clip)
             loss = torch.max(loss, loss_fn(target - clipped))
-        return args.value_loss_coef * masked_mean(loss, q)
+        return args.value_loss_coef * masked_mean(loss, value_m)
 
     # --- steps ------------------------------------------------------------------------------
     def critic_step(self, loss: torch.Tensor) -> None:
@@ -152,26 +152,26 @@ class PolicyGradientLearner(Learner):
         return out, logp, entropy
 
     # --- logging ----------------------------------------------------------------------------
-    def record(self, p, q, m, alive_m, out, avail, entropy, values, returns) -> None:
+    def record(self, policy_m, value_m, m, alive_m, out, avail, entropy, values, returns) -> None:
         """The figures of one update (tensors; read only when the log is due)."""
         if not self.logging:
             return
         s = self.stats
-        s["entropy"].append(masked_mean(entropy, p))
-        s["value_mean"].append(masked_mean(values, q))
-        s["target_mean"].append(masked_mean(returns, q))
-        s["td_error_abs"].append(masked_mean((returns - values).abs(), q))
-        var_g = masked_mean_std(returns, q)[1] ** 2
-        var_e = masked_mean_std(returns - values, q)[1] ** 2
+        s["entropy"].append(masked_mean(entropy, policy_m))
+        s["value_mean"].append(masked_mean(values, value_m))
+        s["target_mean"].append(masked_mean(returns, value_m))
+        s["td_error_abs"].append(masked_mean((returns - values).abs(), value_m))
+        var_g = masked_mean_std(returns, value_m)[1] ** 2
+        var_e = masked_mean_std(returns - values, value_m)[1] ** 2
         s["explained_variance"].append(1 - var_e / var_g.clamp(min=1e-8))
         s["dead_ratio"].append(1 - alive_m.sum() / m.sum().clamp(min=1.0))
         if self.mac.continuous and self.mac.std_from_network:
-            s["log_std_mean"].append(masked_mean(self.mac.split(out.detach())[1].mean(-1), p))
+            s["log_std_mean"].append(masked_mean(self.mac.split(out.detach())[1].mean(-1), policy_m))
         elif self.mac.continuous:
             s["log_std_mean"].append(self.mac.agent.log_std.detach().mean())
         else:
             probs = torch.softmax(out.detach().masked_fill(avail == 0, -1e10), dim=-1)
-            s["pi_max"].append(masked_mean(probs.max(dim=-1)[0], p))
+            s["pi_max"].append(masked_mean(probs.max(dim=-1)[0], policy_m))
         if self.value_norm is not None:
             mean, std = self.value_norm.stats()
             s["value_norm_mean"].append(mean.mean().float())

@@ -35,27 +35,29 @@ class PPOLearner(PolicyGradientLearner):
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         self.logging = self.log_due(t_env)
-        rewards, terminated, m, p, q, alive_m = self.masks(batch)
+        rewards, terminated, m, policy_m, value_m, alive_m = self.masks(batch)
         first = self.policy(batch)
         logp_old = first[1].detach()
         if self.args.ppo_style == "mappo":
-            self._train_mappo(batch, rewards, terminated, m, p, q, alive_m, logp_old, first)
+            self._train_mappo(batch, rewards, terminated, m, policy_m, value_m, alive_m, logp_old, first)
         else:
-            self._train_epymarl(batch, rewards, terminated, m, p, q, alive_m, logp_old, first)
+            self._train_epymarl(batch, rewards, terminated, m, policy_m, value_m, alive_m, logp_old, first)
         self.finish_update(episode_num)
         self.flush_stats(t_env)
 
-    def policy_loss(self, logp, logp_old, advantages, entropy, p) -> torch.Tensor:
+    def policy_loss(self, logp, logp_old, advantages, entropy, policy_m) -> torch.Tensor:
         args = self.args
         surrogate, ratio = ppo_clip_objective(logp, logp_old, advantages, args.eps_clip)
         with torch.no_grad():
             log_ratio = logp - logp_old
-            self.stats["ratio_mean"].append(masked_mean(ratio, p))
-            self.stats["approx_kl"].append(masked_mean(ratio - 1 - log_ratio, p))
-            self.stats["clip_fraction"].append(masked_mean(((ratio - 1).abs() > args.eps_clip).float(), p))
-        return -masked_mean(surrogate, p) - args.entropy_coef * masked_mean(entropy, p)
+            self.stats["ratio_mean"].append(masked_mean(ratio, policy_m))
+            self.stats["approx_kl"].append(masked_mean(ratio - 1 - log_ratio, policy_m))
+            self.stats["clip_fraction"].append(
+                masked_mean(((ratio - 1).abs() > args.eps_clip).float(), policy_m)
+            )
+        return -masked_mean(surrogate, policy_m) - args.entropy_coef * masked_mean(entropy, policy_m)
 
-    def _train_epymarl(self, batch, rewards, terminated, m, p, q, alive_m, logp_old, first):
+    def _train_epymarl(self, batch, rewards, terminated, m, policy_m, value_m, alive_m, logp_old, first):
         with torch.no_grad():
             vb = None if self.target_critic is None else self.target_critic.values(batch)
         for epoch in range(self.args.epochs):
@@ -64,24 +66,26 @@ class PPOLearner(PolicyGradientLearner):
                 values = self.denormalise(v.detach()[:, :-1])
                 bootstrap = self.denormalise(v.detach() if vb is None else vb)
                 returns, advantages = self.targets(rewards, terminated, m, values, bootstrap)
-                critic_target = self.critic_targets(returns, q, update=epoch == 0)
-            self.critic_step(self.value_loss(v[:, :-1], critic_target, q))
-            advantages = self.normalise_advantages(advantages, p)
+                critic_target = self.critic_targets(returns, value_m, update=epoch == 0)
+            self.critic_step(self.value_loss(v[:, :-1], critic_target, value_m))
+            advantages = self.normalise_advantages(advantages, policy_m)
             out, logp, entropy = first if epoch == 0 else self.policy(batch)
-            self.actor_step(self.policy_loss(logp, logp_old, advantages, entropy, p))
-        self.record(p, q, m, alive_m, out, batch["avail_actions"][:, :-1], entropy, values, returns)
+            self.actor_step(self.policy_loss(logp, logp_old, advantages, entropy, policy_m))
+        self.record(
+            policy_m, value_m, m, alive_m, out, batch["avail_actions"][:, :-1], entropy, values, returns
+        )
 
-    def _train_mappo(self, batch, rewards, terminated, m, p, q, alive_m, logp_old, first):
+    def _train_mappo(self, batch, rewards, terminated, m, policy_m, value_m, alive_m, logp_old, first):
         args = self.args
         with torch.no_grad():
             v_old = self.critic.values(batch)  # normalised units
             vb = v_old if self.target_critic is None else self.target_critic.values(batch)
             values = self.denormalise(v_old[:, :-1])
             returns, advantages = self.targets(rewards, terminated, m, values, self.denormalise(vb))
-            advantages = self.normalise_advantages(advantages, p)
+            advantages = self.normalise_advantages(advantages, policy_m)
         n_episodes = batch.batch_size
         size = n_episodes // args.num_mini_batch  # MAPPO drops the remainder
-        fixed = (p, q, m, alive_m, values, returns, advantages, logp_old, v_old[:, :-1])
+        fixed = (policy_m, value_m, m, alive_m, values, returns, advantages, logp_old, v_old[:, :-1])
         for epoch in range(args.epochs):
             order = torch.randperm(n_episodes)
             for k in range(args.num_mini_batch):

@@ -10,7 +10,7 @@ from learners.selection import MODES, per_beta, selected_ratio, selection_weight
 from learners.sharing import Sharer, needed_fields
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
-from utils.rl_utils import alive_mask, greedy_actions
+from utils.rl_utils import alive_mask, bootstrap_values
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -30,7 +30,7 @@ class QDivideLearner(QLearner):
     where asked, the errors agents share with each other (learners/sharing.py).
     Two optimisers: one for the mixer, one for the agent network, each clipped on its own."""
 
-    mixer = "required"
+    mixer_use = "required"
 
     def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
@@ -247,9 +247,7 @@ class QDivideLearner(QLearner):
             with torch.no_grad():
                 target_out = self.target_mac.forward_seq(batch, crossed)
                 avail_s = avail[:, :, sender]
-                chooser = q_out.detach() if args.double_q else target_out
-                next_actions = greedy_actions(chooser, avail_s)
-                q_next = torch.gather(target_out, 3, next_actions).squeeze(3)[:, 1:]
+                q_next = bootstrap_values(q_out.detach(), target_out, avail_s, args.double_q)[:, 1:]
                 targets = (
                     indi.reward_i[..., sender] + args.gamma * (1 - indi.terminated[..., sender]) * q_next
                 )

@@ -16,8 +16,6 @@ if TYPE_CHECKING:  # annotations only
 
 
 class QTargets(NamedTuple):
-    rewards: torch.Tensor  # [B, T, 1 or N]
-    terminated: torch.Tensor  # [B, T, 1]
     mask: torch.Tensor  # [B, T, 1]
     q_taken: torch.Tensor  # [B, T, N] online values of the actions taken (with gradient)
     q_next: torch.Tensor  # [B, T+1, N] per-agent bootstrap values (target network, double Q as set)
@@ -28,7 +26,7 @@ class QTargets(NamedTuple):
 class QLearner(Learner):
     """IQL (mixer None), VDN and QMIX with one-step or TD(lambda) (double) Q-learning targets."""
 
-    mixer = "optional"
+    mixer_use = "optional"
 
     def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
@@ -80,7 +78,7 @@ class QLearner(Learner):
                 targets = lambda_returns(rewards, terminated, mask, values, args.gamma, args.td_lambda)
             else:
                 targets = rewards + args.gamma * (1 - terminated) * values[:, 1:]
-        return QTargets(rewards, terminated, mask, q_taken, q_next, targets, mix_kwargs)
+        return QTargets(mask, q_taken, q_next, targets, mix_kwargs)
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> dict | None:
         out = self.forward_and_targets(batch)
