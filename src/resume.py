@@ -7,6 +7,7 @@ import os
 import time
 
 from components.replay_log import LOG, read_log, save_log
+from config_keys import load_defaults
 from runners.replay import rebuild
 from utils.checkpoint import load_buffer, load_run_state, save_checkpoint
 from utils.logger import get_console_logger
@@ -56,7 +57,8 @@ def resume(args, logger, buffer, folder, meta, runner):
     info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
     if rebuilt is not None:
         info["buffer_rebuilt"] = rebuilt  # played again from its log (False: the log did not fit)
-    changes = config_changes(meta["config"], plain_config(args)) if meta.get("config") else {}
+    saved = meta.get("config")
+    changes = config_changes(saved, plain_config(args), load_defaults()) if saved else {}
     if changes:
         console.warning(
             f"settings differ from those the checkpoint was saved with, so this run's curve mixes "

@@ -475,3 +475,21 @@ def test_positions_are_recorded_where_the_env_has_them(tmp_path, env_config, ext
     moved = (pos[:, 1:] != pos[:, :-1]).any(-1).any(-1) & filled[:, 1:]
     assert moved.any()  # positions change over the episode, and are not left at zero
     assert (pos[filled] != 0).any()
+
+
+def test_a_checkpoint_saved_before_these_keys_existed_resumes_unchanged():
+    from config import load_config, load_defaults
+    from utils.values import config_changes
+
+    current = load_config(["--config=differ_qmix", "--env-config=skirmish"])
+    new_keys = [
+        k
+        for k in current
+        if k.startswith(("share_", "receive_", "per_")) or k in ("use_per", "schedule_horizon")
+    ]
+    saved = {k: v for k, v in current.items() if k not in new_keys and k != "record_fields"}
+    assert len(new_keys) > 15
+    assert config_changes(saved, current, load_defaults()) == {}
+    assert "record_fields" in config_changes(saved, current)  # without the defaults: a change
+    shared = load_config(["--config=differ_qmix", "--env-config=skirmish", "with", "share_rule=density"])
+    assert set(config_changes(saved, shared, load_defaults())) == {"share_rule"}

@@ -5,44 +5,14 @@ import sys
 
 import numpy as np
 
+from utils.values import SAME_EXPERIMENT
+
 # Columns of load_runs that are not config keys.
 RUN_COLUMNS = {"run_dir", "run_id", "status", "start_time", "resumed_from", "metric", "t_env", "value"}
 
 
-# Config keys in which runs of one experiment may differ: the seed, where results and checkpoints
-# go, logging and test cadence, processes and threads. Any other difference is another experiment.
-BOOKKEEPING = {
-    "seed",
-    "env_args.seed",
-    "experiment",
-    "sweep_key",
-    "alg_config",
-    "env_config",
-    "local_results_path",
-    "use_tensorboard",
-    "use_wandb",
-    "wandb_mode",
-    "wandb_project",
-    "wandb_entity",
-    "save_model",
-    "save_model_interval",
-    "save_buffer",
-    "save_replay",
-    "checkpoint_path",
-    "load_step",
-    "evaluate",
-    "test_interval",
-    "test_nepisode",
-    "log_interval",
-    "runner_log_interval",
-    "learner_log_interval",
-    "device",
-    "torch_threads",
-    "env_workers",
-    "buffer_cpu_only",
-}
-
-
+# Keys in which runs of one experiment may differ (utils/values.py declares them).
+BOOKKEEPING = SAME_EXPERIMENT
 BOOKKEEPING_PREFIXES = ("team_checkpoints.",)
 
 

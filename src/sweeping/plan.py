@@ -6,7 +6,7 @@ import os
 import sys
 
 from components.replay_log import LOG
-from config import ROOT, load_config, seed_env
+from config import ROOT, load_config, load_defaults, seed_env
 from sweep_archive import (
     archive_completed,
     archive_unfinished,
@@ -98,7 +98,7 @@ def resume_changes(run, spec):
     if not isinstance(saved, dict):
         return {}
     seed_env(current)  # as main does
-    return config_changes(saved, plain(current))
+    return config_changes(saved, plain(current), load_defaults())
 
 
 def drop_buffers(spec, key):

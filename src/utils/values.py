@@ -65,27 +65,38 @@ def plain_config(args):
     return plain(vars(args))
 
 
-# What a resumed run may change without changing what it trains: where it writes, how long it
-# runs, what it logs and saves, and the keys the run fills in for itself.
+# The one declaration of the keys that do not change what a run trains, in three rings.
+# BOOKKEEPING changes nothing a run draws or learns: where it writes, what it logs and saves, its
+# processes, threads and device, and the sweep's names for it.
 BOOKKEEPING = {
-    "checkpoint_path", "load_step", "evaluate", "t_max", "local_results_path", "unique_token",
-    "record", "save_model", "save_model_interval", "save_buffer", "save_replay", "use_tensorboard",
-    "use_wandb", "wandb_entity", "wandb_mode", "wandb_project", "torch_threads", "env_workers",
-    "log_interval", "runner_log_interval", "learner_log_interval", "team_checkpoints", "device",
-    "experiment", "sweep_key",
+    "checkpoint_path", "load_step", "evaluate", "local_results_path", "save_model",
+    "save_model_interval", "save_buffer", "save_replay", "use_tensorboard", "use_wandb",
+    "wandb_entity", "wandb_mode", "wandb_project", "torch_threads", "env_workers", "log_interval",
+    "runner_log_interval", "learner_log_interval", "team_checkpoints", "device", "experiment",
+    "sweep_key",
+}  # fmt: skip
+# What a resumed run may change besides (config_changes): how long it runs, and the keys the run
+# fills in for itself.
+RESUMABLE = BOOKKEEPING | {"t_max", "unique_token", "record", "step_fields"}
+# What runs of one experiment may differ in besides (plot.py pools them): their seeds and config
+# names, the test cadence, where the buffer lives and which extra fields it records.
+SAME_EXPERIMENT = BOOKKEEPING | {
+    "seed", "env_args.seed", "alg_config", "env_config", "test_interval", "test_nepisode",
+    "buffer_cpu_only", "record_fields", "step_fields",
 }  # fmt: skip
 
 
-def config_changes(saved, current):
+def config_changes(saved, current, defaults=None):
     """-> {key: (saved value, current value)} for the settings of `current` that differ from those
     a checkpoint was saved with (env_args.* compared key by key). A key `current` lacks is not
     reported: a config loaded from the command line has not yet got the keys a run derives from
-    its env (n_agents, obs_shape...); a key the checkpoint lacks is (a setting added since)."""
-    saved = flatten(saved)
+    its env (n_agents, obs_shape...). A key the checkpoint lacks (a setting added since) is
+    compared with its default in `defaults` where given, the behaviour the run was trained with."""
+    saved = flatten({**(defaults or {}), **saved})
     changes = {}
     for key, value in flatten(current).items():
         old = saved.get(key, "(not set)")
-        if old != value and not BOOKKEEPING.intersection(key.split(".")):
+        if old != value and not RESUMABLE.intersection(key.split(".")):
             changes[key] = (old, value)
     return changes
 
