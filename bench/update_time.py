@@ -3,6 +3,7 @@
 
     python bench/update_time.py [--agents 5] [--steps 120] [--batch 32] [--updates 30] [--agent rnn]
     python bench/update_time.py --compare-agents     # QMIX update: rnn vs mlp vs transformer
+    python bench/update_time.py --compare-selection  # QMIX, PER, DIFFER, SUPER, DIFFER + sharing
 
 The batch is synthetic with SMAC 2s3z-like sizes by default (5 agents, 80 observation features,
 120 state features, 11 actions, 120-step episodes, some agents dying part-way), so no StarCraft II
@@ -107,8 +108,34 @@ def main():
         action="store_true",
         help="instead: QMIX update time and parameter count for rnn, mlp and transformer",
     )
+    p.add_argument(
+        "--compare-selection",
+        action="store_true",
+        help="instead: update time of qmix_pymarl, per_qmix, differ_qmix, super_qmix and inspire_qmix",
+    )
     a = p.parse_args()
     batch = make_batch(a.batch, a.steps, a.agents, a.obs, a.state, a.actions)
+    if a.compare_selection:
+        settings = [
+            ("qmix_pymarl", []),
+            ("per_qmix", []),
+            ("differ_qmix", []),
+            ("super_qmix", []),
+            ("inspire_qmix", []),
+            ("inspire_qmix", ["share_rule=joint_density", "receive_rule=sigmoid_gate"]),
+            ("inspire_qmix", ["share_control=mass"]),
+        ]
+        base = None
+        for config, extra in settings:
+            ms, _ = time_updates(config, [f"agent={a.agent}", *extra], batch, a, a.updates)
+            base = base or ms
+            line = {
+                "config": " ".join([config, *extra]),
+                "update_ms": round(ms, 1),
+                "over_qmix": round(ms / base, 2),
+            }
+            print(json.dumps(line), flush=True)
+        return
     if a.compare_agents:
         for agent in ("rnn", "mlp", "transformer"):
             ms, n_params = time_updates(
