@@ -46,7 +46,13 @@ def config_path(kind, name, flag):
             raise ConfigError(f"{flag}={name}: no such file{hint}")
         return os.path.abspath(name)
     if name not in available(kind):
-        raise ConfigError(unknown_name_message(f"{flag} name", name, available(kind), f"config/{kind}/"))
+        from peer_keys import CONFIG_NAMES
+
+        ours = CONFIG_NAMES[kind].get(name)
+        if ours is None:
+            raise ConfigError(unknown_name_message(f"{flag} name", name, available(kind), f"config/{kind}/"))
+        print(f"note: {flag}={name} -> {flag}={ours} ({CONFIG_NAMES['whose'][name]})", file=sys.stderr)
+        name = ours
     return os.path.join(CONFIG_DIR, kind, f"{name}.yaml")
 
 
@@ -157,14 +163,14 @@ def merge_file(config, defaults, data, path):
 
 
 def translate_overrides(overrides, defaults):
-    """[(key, raw)] -> [(key, value)], `with` keys of the PyMARL family (rnn_hidden_dim=128) read
-    as ours, each with a note."""
-    from peer_keys import RENAMED, translate
+    """[(key, raw)] -> [(key, value)], `with` keys and registry names of the PyMARL family
+    (rnn_hidden_dim=128, agent=n_rnn) read as ours, each with a note."""
+    from peer_keys import RENAMED, VALUE_NAMES, translate
 
     out = []
     for key, raw in overrides:
         value = parse_value(raw)
-        if key not in RENAMED:
+        if key not in RENAMED and not (isinstance(value, str) and value in VALUE_NAMES.get(key, {})):
             out.append((key, value))
             continue
         data, notes, refused = translate({key: value}, set(defaults))

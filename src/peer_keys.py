@@ -83,6 +83,7 @@ RENAMED = {
     "agent_output_type": (_agent_output_type, "PyMARL family"),
     "critic_q_fn": (lambda v, c: {"critic": "coma_critic"} if v == "coma" else None, "PyMARL's COMA"),
     "per_beta": (lambda v, c: {"per_beta_start": v}, "PyMARL2's PER"),
+    "transformer_embedding_dim": (lambda v, c: {"transformer_embed_dim": v}, "PyMARL3's transformer agent"),
     # The researcher's DIFFER-with-sharing code (learners/sharing.py)
     "ESR_selected_ratio_start": (lambda v, c: {"share_ratio_start": v}, SHARING),
     "ESR_selected_ratio_end": (lambda v, c: {"share_ratio_end": v}, SHARING),
@@ -109,6 +110,7 @@ IMPLIED = {
         "PPO without old probabilities",
     ),
     "render": (lambda v, c: not v, "rendering during training"),
+    "hpn_hyper_activation": (lambda v, c: v == "relu", "another activation in HPN's hypernetworks"),
     "wandb_save_model": (lambda v, c: not v, "uploading checkpoints to W&B"),
 }
 # key -> what it asks for
@@ -120,11 +122,17 @@ MISSING = {
 # key -> {their registry name: ours (None: drop the key, ours needs none)}
 VALUE_NAMES = {
     "learner": {"nq_learner": "q_learner"},
-    "mac": {"n_mac": "basic_mac"},
+    "mac": {"n_mac": "basic_mac", "hpn_mac": "basic_mac"},
     "agent": {"n_rnn": "rnn"},
     "action_selector": {"soft_policies": None, "multinomial": None},
 }
 SELECTOR_RULES = {"multinomial": _multinomial}
+# --config / --env-config names of theirs that are ours under another name
+CONFIG_NAMES = {
+    "algs": {"differ_qmix_transformertest": "differ_qmix_transformer"},
+    "envs": {},
+    "whose": {"differ_qmix_transformertest": "PyMARL3's DIFFER config with the transformer agent"},
+}
 
 
 def translate(cfg, known, context=None):

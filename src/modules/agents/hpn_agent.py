@@ -1,0 +1,124 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from utils.errors import ConfigError
+
+
+def entity_slices(input_shape, obs_entities):
+    """-> (own feature indices [F] (move, own and whatever follows the observation: last action,
+    agent id), {group: (start, count, dim)}) of the agent's input."""
+    own, groups, pos = [], {}, 0
+    for ent in obs_entities:
+        size = ent["count"] * ent["dim"]
+        if ent["name"] in ("enemies", "allies"):
+            groups[ent["name"]] = (pos, ent["count"], ent["dim"])
+        else:
+            own.extend(range(pos, pos + size))
+        pos += size
+    own.extend(range(pos, input_shape))
+    return torch.tensor(own, dtype=torch.long), groups
+
+
+class Merger(nn.Module):
+    """Several heads into one: a softmax-weighted sum over the heads, per feature (one head: as is)."""
+
+    def __init__(self, heads, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(1, heads, dim)) if heads > 1 else None
+
+    def forward(self, x):  # [..., heads, dim] -> [..., dim]
+        if self.weight is None:
+            return x.squeeze(-2)
+        return (F.softmax(self.weight, dim=1) * x).sum(-2)
+
+
+def hypernet(in_dim, hyper_dim, out_dim):
+    return nn.Sequential(nn.Linear(in_dim, hyper_dim), nn.ReLU(), nn.Linear(hyper_dim, out_dim))
+
+
+class HPNAgent(nn.Module):
+    """The hypernetwork agent of PyMARL3 (Hao et al., ICLR 2023, "Boosting MARL via Permutation
+    Invariant and Permutation Equivariant Networks"), on the entity layout the env declares.
+
+    Input layer, permutation invariant: each enemy's (ally's) input weights are made by a
+    hypernetwork from that entity's own features, and the entities' embeddings are summed; the
+    agent's own features (move and own features, last action, agent id: one linear map, which is
+    PyMARL3's linear map plus id and action embeddings) add theirs. hpn_head_num heads are merged
+    by a softmax-weighted sum. A GRU follows. Output layer, permutation equivariant: the non-attack
+    actions from the hidden state, and the attack action on enemy j from weights a hypernetwork
+    makes from enemy j's features. So permuting the enemies in an observation permutes the attack
+    values the same way, and permuting the allies changes nothing.
+
+    Where ours differs: the GRU runs a whole sequence at once in training (the same numbers as a
+    step-by-step cell)."""
+
+    def __init__(self, input_shape, args, output_dim=None):
+        super().__init__()
+        layout, actions = getattr(args, "obs_entities", None), getattr(args, "action_entities", None)
+        if not layout or not actions or actions.get("group") != "enemies":
+            raise ConfigError(
+                "agent=hpn_rnn needs an env that declares its observation's entities and attack "
+                "actions (skirmish, skirmish_v2, sc2, sc2v2 without obs_timestep_number)"
+            )
+        own, groups = entity_slices(input_shape, layout)
+        self.register_buffer("own_index", own, persistent=False)
+        self.groups = groups
+        self.hidden_dim = h = args.hidden_dim
+        self.heads = k = args.hpn_head_num
+        hyper = args.hpn_hyper_dim
+        n_out = output_dim or args.n_actions
+        self.first_attack = actions["first_action"]
+        n_enemies = groups["enemies"][1]
+        if self.first_attack + n_enemies != n_out:
+            raise ConfigError(
+                f"agent=hpn_rnn: {n_out} actions are not {self.first_attack} basic ones and one "
+                f"attack per enemy ({n_enemies})"
+            )
+        self.fc_own = nn.Linear(len(own), h)
+        self.hyper_in = nn.ModuleDict(
+            {name: hypernet(dim, hyper, dim * h * k) for name, (_, _, dim) in groups.items()}
+        )
+        self.merge_in = Merger(k, h)
+        self.rnn = nn.GRU(h, h, batch_first=True)
+        self.fc_basic = nn.Linear(h, self.first_attack)
+        e_dim = groups["enemies"][2]
+        self.hyper_out_w = hypernet(e_dim, hyper, h * k)
+        self.hyper_out_b = hypernet(e_dim, hyper, k)
+        self.merge_out = Merger(k, 1)
+
+    def init_hidden(self, n):
+        return self.fc_own.weight.new_zeros(n, self.hidden_dim)
+
+    def _entities(self, inputs, name):
+        start, count, dim = self.groups[name]
+        return inputs[..., start : start + count * dim].unflatten(-1, (count, dim))  # [n, T, E, e]
+
+    def forward(self, inputs, hidden):
+        # inputs: [n, T, D]; hidden: [n, H]
+        n, t, _ = inputs.shape
+        h, k = self.hidden_dim, self.heads
+        embedding = self.fc_own(inputs[..., self.own_index])  # [n, T, H]
+        merged = 0
+        for name in self.groups:
+            feats = self._entities(inputs, name)  # [n, T, E, e]
+            weights = self.hyper_in[name](feats).unflatten(-1, (feats.shape[-1], k * h))  # [n, T, E, e, kH]
+            merged = merged + torch.einsum("ntae,ntaeo->nto", feats, weights)  # summed over entities
+        embedding = embedding + self.merge_in(merged.unflatten(-1, (k, h)))
+        x = F.relu(embedding)
+        if t == 1:  # one step (acting): the cell op avoids nn.GRU's per-call overhead
+            rnn = self.rnn
+            h_last = torch.gru_cell(
+                x[:, 0], hidden, rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0
+            )
+            h_seq = h_last.unsqueeze(1)
+        else:
+            h_seq, h_last = self.rnn(x, hidden.unsqueeze(0).contiguous())
+            h_last = h_last.squeeze(0)
+        basic = self.fc_basic(h_seq)  # [n, T, first_attack]
+        enemies = self._entities(inputs, "enemies")
+        w = self.hyper_out_w(enemies).unflatten(-1, (k, h))  # [n, T, E, k, H]
+        b = self.hyper_out_b(enemies)  # [n, T, E, k]
+        attack = torch.einsum("nth,ntekh->ntek", h_seq, w) + b
+        attack = self.merge_out(attack.unsqueeze(-1)).squeeze(-1)  # [n, T, E]
+        return torch.cat([basic, attack], dim=-1), h_last

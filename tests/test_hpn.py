@@ -1,0 +1,160 @@
+"""PyMARL3's HPN agent: permutation equivariance of its attack values, invariance to the order of
+allies, and short runs of its configs on skirmish and skirmish_v2."""
+
+import glob
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import main
+from envs import REGISTRY as env_REGISTRY
+from modules.agents import REGISTRY as agent_REGISTRY
+from utils.errors import ConfigError
+
+
+def hpn_for(env_name, heads=2, **env_args):
+    env = env_REGISTRY[env_name](**env_args)
+    info = env.get_env_info()
+    args = SimpleNamespace(
+        n_actions=info["n_actions"], hidden_dim=32, hpn_head_num=heads, hpn_hyper_dim=16,
+        obs_entities=info["obs_entities"], action_entities=info["action_entities"],
+    )  # fmt: skip
+    extra = info["n_actions"] + info["n_agents"]  # last action and agent id after the observation
+    torch.manual_seed(0)
+    return agent_REGISTRY["hpn_rnn"](info["obs_shape"] + extra, args), info, extra
+
+
+def permuted(inputs, start, count, dim, order):
+    block = inputs[..., start : start + count * dim].unflatten(-1, (count, dim))[..., order, :]
+    out = inputs.clone()
+    out[..., start : start + count * dim] = block.flatten(-2)
+    return out
+
+
+@pytest.mark.parametrize(
+    "env_name, env_args",
+    [("skirmish", {"map_name": "5m_vs_6m"}), ("skirmish_v2", {"scenario": "zerg_5_vs_5"})],
+)
+@pytest.mark.parametrize("heads", [1, 2])
+def test_attack_values_follow_the_enemies_and_allies_change_nothing(env_name, env_args, heads):
+    agent, info, extra = hpn_for(env_name, heads=heads, seed=1, **env_args)
+    d = info["obs_shape"] + extra
+    inputs = torch.randn(7, 5, d)  # rows, steps
+    hidden = agent.init_hidden(7)
+    q, h = agent(inputs, hidden)
+    e_start, n_e, e_dim = agent.groups["enemies"]
+    a_start, n_a, a_dim = agent.groups["allies"]
+    first = agent.first_attack
+    order = torch.randperm(n_e, generator=torch.Generator().manual_seed(3))
+    q_e, h_e = agent(permuted(inputs, e_start, n_e, e_dim, order), hidden)
+    assert torch.allclose(q_e[..., first:], q[..., first:][..., order], atol=1e-5)  # equivariant
+    assert torch.allclose(q_e[..., :first], q[..., :first], atol=1e-5) and torch.allclose(h_e, h, atol=1e-5)
+    order = torch.randperm(n_a, generator=torch.Generator().manual_seed(4))
+    q_a, h_a = agent(permuted(inputs, a_start, n_a, a_dim, order), hidden)
+    assert torch.allclose(q_a, q, atol=1e-5) and torch.allclose(h_a, h, atol=1e-5)  # invariant
+    # and it is not invariant to what the enemies are: a changed enemy changes its attack value
+    changed = inputs.clone()
+    changed[..., e_start : e_start + e_dim] += 1.0
+    assert not torch.allclose(agent(changed, hidden)[0][..., first], q[..., first])
+
+
+def test_one_step_at_a_time_equals_the_sequence():
+    agent, info, extra = hpn_for("skirmish", map_name="3m", seed=1)
+    inputs = torch.randn(4, 6, info["obs_shape"] + extra)
+    q_seq, h_seq = agent(inputs, agent.init_hidden(4))
+    h, outs = agent.init_hidden(4), []
+    for t in range(6):
+        q, h = agent(inputs[:, t : t + 1], h)
+        outs.append(q)
+    assert torch.allclose(torch.cat(outs, 1), q_seq, atol=1e-5) and torch.allclose(h, h_seq, atol=1e-5)
+
+
+def test_an_env_without_entities_is_refused(capsys):
+    args = SimpleNamespace(n_actions=5, hidden_dim=8, hpn_head_num=1, hpn_hyper_dim=8)
+    with pytest.raises(ConfigError, match="hpn_rnn needs an env that declares"):
+        agent_REGISTRY["hpn_rnn"](10, args)
+
+
+RUNS = [
+    ("hpn_qmix", "skirmish", "env_args.map_name=5m_vs_6m", []),
+    ("hpn_vdn", "skirmish", "env_args.map_name=5m_vs_6m", ["runner=episode", "batch_size_run=1"]),
+    ("hpn_qplex", "skirmish_v2", "env_args.map_name=zerg_5_vs_5", []),
+    ("differ_qmix", "skirmish", "env_args.map_name=5m_vs_6m", ["agent=hpn_rnn"]),
+    (
+        "differ_qmix",
+        "skirmish_v2",
+        "env_args.map_name=zerg_5_vs_5",
+        ["agent=hpn_rnn", "runner=parallel", "batch_size_run=2"],
+    ),
+]
+
+
+@pytest.mark.parametrize("config, env, task, extra", RUNS)
+def test_hpn_configs_run(tmp_path, config, env, task, extra):
+    argv = [
+        f"--config={config}", f"--env-config={env}", "with", task, "t_max=300", "test_nepisode=2",
+        "batch_size=2", "buffer_size=8", f"local_results_path={tmp_path}", "seed=1", *extra,
+    ]  # fmt: skip
+    if config.startswith("hpn") and "runner=episode" not in extra:
+        argv += ["batch_size_run=2"]
+    assert main.main(argv) == 0
+    (run,) = glob.glob(os.path.join(tmp_path, "sacred", "**", "run.json"), recursive=True)
+    with open(run) as f:
+        assert json.load(f)["status"] == "COMPLETED"
+
+
+SHORT = ["t_max=200", "test_nepisode=2", "batch_size=2", "buffer_size=4"]
+
+
+@pytest.mark.parametrize(
+    "argv, notes",
+    [
+        (
+            ["--config=differ_qmix", "--env-config=skirmish", "with", "agent=n_rnn"],
+            ["agent: n_rnn -> agent: rnn"],
+        ),
+        (["--config=differ_qmix_parallel", "--env-config=skirmish", "with"], []),
+        (
+            [
+                "--config=differ_qmix_transformertest",
+                "--env-config=skirmish",
+                "with",
+                "transformer_n_layers=1",
+                "transformer_n_head=1",
+                "transformer_embedding_dim=128",
+            ],
+            [
+                "--config=differ_qmix_transformertest -> --config=differ_qmix_transformer",
+                "transformer_embedding_dim: 128 -> transformer_embed_dim: 128",
+            ],
+        ),
+    ],
+)
+def test_the_researchers_pymarl3_commands_run_verbatim(tmp_path, capsys, argv, notes):
+    assert main.main([*argv, *SHORT, f"local_results_path={tmp_path}"]) == 0
+    err = capsys.readouterr().err
+    for note in notes:
+        assert "note: " in err and note in err, note
+
+
+def test_pymarl3s_smacv2_env_configs(capsys):
+    from config_keys import CONFIG_DIR, load_yaml
+
+    for race in ("protoss", "terran", "zerg"):
+        real = load_yaml(os.path.join(CONFIG_DIR, "envs", f"sc2_v2_{race}.yaml"))
+        sim = load_yaml(os.path.join(CONFIG_DIR, "envs", f"skirmish_v2_{race}.yaml"))
+        assert (real["env"], sim["env"]) == ("sc2v2", "skirmish_v2")
+        assert real["env_args"]["scenario"] == sim["env_args"]["scenario"] == f"{race}_5_vs_5"
+        assert real["t_max"] == sim["t_max"] == 2050000
+        assert real["env_args"]["obs_own_pos"] and not real["env_args"]["conic_fov"]
+        assert real["env_args"]["reward_only_positive"]
+        simulator_only = ("seed", "sim_options", "attack_jitter")
+        assert {k: v for k, v in real["env_args"].items() if k not in simulator_only} == {
+            k: v for k, v in sim["env_args"].items() if k not in simulator_only
+        }
+    assert main.main(["--config=hpn_qmix", "--env-config=sc2_v2_zerg"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "SMACv2" in err[0]
