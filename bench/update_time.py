@@ -81,6 +81,12 @@ def time_updates(config, overrides, batch, a, updates):
     info = dict(
         n_agents=a.agents, n_actions=a.actions, state_shape=a.state, obs_shape=a.obs, episode_limit=a.steps
     )
+    # a SMAC-like entity layout of the observation (move, enemies, allies, own) for entity agents
+    n_enemies, others = a.actions - 6, a.agents - 1
+    dim = (a.obs - 8) // (n_enemies + others)
+    from envs.multiagentenv import smac_entities
+
+    info.update(smac_entities(4, (n_enemies, dim), (others, dim), a.obs - 4 - dim * (n_enemies + others), 6))
     torch.manual_seed(0)
     parts = build(args, Logger(get_console_logger()), env_info=info, buffer=False)
     mac, learner = parts.mac, parts.learner
@@ -137,7 +143,7 @@ def main():
             print(json.dumps(line), flush=True)
         return
     if a.compare_agents:
-        for agent in ("rnn", "mlp", "transformer"):
+        for agent in ("rnn", "mlp", "transformer", "hpn_rnn"):
             ms, n_params = time_updates(
                 "qmix", [f"agent={agent}", "obs_last_action=True"], batch, a, a.updates
             )
