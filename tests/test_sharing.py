@@ -400,7 +400,7 @@ def test_receiver_term_moves_only_the_receivers_network():
     shared = SimpleNamespace(senders=senders, receivers=receivers)
     for p in mac.parameters():
         p.grad = None
-    learner.receiver_loss(batch, out, indi, shared).backward()
+    learner.receiver_loss(batch, indi.reward_i, indi.terminated, shared).backward()
     norms = [
         sum(p.grad.abs().sum().item() for p in a.parameters() if p.grad is not None) for a in mac.agent.agents
     ]
@@ -493,3 +493,26 @@ def test_a_checkpoint_saved_before_these_keys_existed_resumes_unchanged():
     assert "record_fields" in config_changes(saved, current)  # without the defaults: a change
     shared = load_config(["--config=differ_qmix", "--env-config=skirmish", "with", "share_rule=density"])
     assert set(config_changes(saved, shared, load_defaults())) == {"share_rule"}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["share_rule=quantile"],
+        ["share_rule=all", "agent_param_sharing=False", "share_target=receiver"],
+        ["share_rule=quantile", "share_bandwidth=1.0", "agent_param_sharing=False", "share_target=receiver"],
+    ],
+)
+def test_iql_shares_its_agents_errors_as_super_does(tmp_path, extra):
+    argv = ["--config=iql", "--env-config=gymma", "with", "env_args.key=lbforaging:Foraging-8x8-2p-3f-v3"]
+    short = ["t_max=300", "test_nepisode=2", "batch_size=2", "buffer_size=8", "common_reward=False"]
+    assert main.main([*argv, *short, f"local_results_path={tmp_path}", *extra]) == 0
+    (path,) = glob.glob(os.path.join(tmp_path, "sacred", "**", "metrics.json"), recursive=True)
+    with open(path) as f:
+        metrics = json.load(f)
+    assert "share_fraction" in metrics and "loss" in metrics
+
+
+def test_sharing_with_a_mixer_needs_the_individual_td_learner(capsys):
+    assert main.main(["--config=qmix", "with", "share_rule=quantile"]) == 2
+    assert "learner=q_divide_learner" in capsys.readouterr().err

@@ -7,10 +7,9 @@ import torch
 
 from learners.q_learner import QLearner
 from learners.selection import MODES, per_beta, selected_ratio, selection_weights
-from learners.sharing import Sharer, needed_fields
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
-from utils.rl_utils import alive_mask, bootstrap_values
+from utils.rl_utils import alive_mask
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -34,37 +33,13 @@ class QDivideLearner(QLearner):
 
     def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
-        self.n_agents = args.n_agents
         self.last = {}
-        rule = getattr(args, "share_rule", "none")
-        self.sharer = None if rule == "none" else Sharer(args, args.n_agents, args.device)
 
     @classmethod
     def validate(cls, config: dict) -> None:
         if config["selected"] not in MODES:
             raise ConfigError(unknown_name_message("selected", config["selected"], list(MODES)))
-        if config["share_target"] == "receiver" and config["agent_param_sharing"]:
-            raise ConfigError(
-                "share_target=receiver trains each receiver's own network and needs "
-                "agent_param_sharing=False; with one shared network use share_target=reweight"
-            )
-        if config["share_control"] == "mass" and config["share_target"] != "reweight":
-            raise ConfigError("share_control=mass is the control for share_target=reweight")
-
-    @classmethod
-    def batch_fields(cls, config: dict) -> set[str]:
-        return needed_fields(config)
-
-    def state_dict(self) -> dict:
-        state = super().state_dict()
-        if self.sharer is not None:
-            state["sharer"] = self.sharer.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if self.sharer is not None and "sharer" in state:
-            self.sharer.load_state_dict(state["sharer"])
+        super().validate(config)
 
     def _make_optimisers(self):
         # Separate optimisers instead of QLearner's single one over agent and mixer.
@@ -218,38 +193,7 @@ class QDivideLearner(QLearner):
             squared = squared * episode
         q_loss = squared.sum() / n_valid
         if shared is not None and self.args.share_target == "receiver":
-            q_loss = q_loss + self.receiver_loss(batch, out, indi, shared, episode) / n_valid
+            q_loss = (
+                q_loss + self.receiver_loss(batch, indi.reward_i, indi.terminated, shared, episode) / n_valid
+            )
         return q_loss
-
-    def receiver_loss(self, batch, out, indi, shared, episode=None) -> torch.Tensor:
-        """SUPER's semantics with one network per agent: receiver j's own network on sender i's
-        transition (its inputs, action and individual reward r_i), bootstrapped from j's target
-        network (double Q as set), weighted by how often i shared the step with j. Each shift k
-        pairs receiver j with sender (j + k) mod N; only j's network sees the term."""
-        args, n = self.args, self.n_agents
-        inputs = self.mac.build_seq_inputs(batch)  # [B * N, T + 1, in]
-        b = batch.batch_size
-        rows = inputs.view(b, n, *inputs.shape[1:])
-        actions = batch["actions"][:, :-1].long()  # [B, T, N, 1]
-        avail = batch["avail_actions"]
-        receivers_idx = torch.arange(n, device=inputs.device)
-        total = torch.zeros((), device=inputs.device)
-        for k in range(1, n):  # agents, never samples
-            sender = (receivers_idx + k) % n  # receiver j's sender
-            weight = shared.senders[..., sender] * shared.receivers[:, :, sender, receivers_idx]  # [B, T, N]
-            if episode is not None:
-                weight = weight * episode
-            if not bool((weight > 0).any()):
-                continue
-            crossed = rows[:, sender].reshape(b * n, *inputs.shape[1:])
-            q_out = self.mac.forward_seq(batch, crossed)  # [B, T + 1, N, A]: net j on sender's inputs
-            q_taken = torch.gather(q_out[:, :-1], 3, actions[:, :, sender]).squeeze(3)
-            with torch.no_grad():
-                target_out = self.target_mac.forward_seq(batch, crossed)
-                avail_s = avail[:, :, sender]
-                q_next = bootstrap_values(q_out.detach(), target_out, avail_s, args.double_q)[:, 1:]
-                targets = (
-                    indi.reward_i[..., sender] + args.gamma * (1 - indi.terminated[..., sender]) * q_next
-                )
-            total = total + (weight * (q_taken - targets) ** 2).sum()
-        return total

@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from learners.base import Learner
+from learners.sharing import Sharer, needed_fields
 from modules.mixers import REGISTRY as mixer_REGISTRY
-from utils.rl_utils import greedy_actions, lambda_returns
+from utils.errors import ConfigError
+from utils.rl_utils import alive_mask, bootstrap_values, greedy_actions, lambda_returns
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -16,6 +18,8 @@ if TYPE_CHECKING:  # annotations only
 
 
 class QTargets(NamedTuple):
+    rewards: torch.Tensor  # [B, T, 1 or N] (standardised if asked)
+    terminated: torch.Tensor  # [B, T, 1]
     mask: torch.Tensor  # [B, T, 1]
     q_taken: torch.Tensor  # [B, T, N] online values of the actions taken (with gradient)
     q_next: torch.Tensor  # [B, T+1, N] per-agent bootstrap values (target network, double Q as set)
@@ -24,12 +28,37 @@ class QTargets(NamedTuple):
 
 
 class QLearner(Learner):
-    """IQL (mixer None), VDN and QMIX with one-step or TD(lambda) (double) Q-learning targets."""
+    """IQL (mixer None), VDN and QMIX with one-step or TD(lambda) (double) Q-learning targets.
+    IQL can share its agents' TD errors (learners/sharing.py), as SUPER does on independent DQNs."""
 
     mixer_use = "optional"
 
+    @classmethod
+    def validate(cls, config: dict) -> None:
+        if config["share_rule"] == "none":
+            return
+        if config["learner"] == "q_learner" and config["mixer"] is not None:
+            raise ConfigError(
+                f"share_rule={config['share_rule']} shares each agent's own TD errors: q_learner has "
+                f"them with mixer=None (IQL); with mixer={config['mixer']} use learner=q_divide_learner"
+            )
+        if config["share_target"] == "receiver" and config["agent_param_sharing"]:
+            raise ConfigError(
+                "share_target=receiver trains each receiver's own network and needs "
+                "agent_param_sharing=False; with one shared network use share_target=reweight"
+            )
+        if config["share_control"] == "mass" and config["share_target"] != "reweight":
+            raise ConfigError("share_control=mass is the control for share_target=reweight")
+
+    @classmethod
+    def batch_fields(cls, config: dict) -> set[str]:
+        return needed_fields(config)
+
     def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         super().__init__(mac, scheme, logger, args)
+        self.n_agents = args.n_agents
+        rule = getattr(args, "share_rule", "none")
+        self.sharer = None if rule == "none" else Sharer(args, args.n_agents, args.device)
         self.params = list(mac.parameters())
         self.mixer = None
         if args.mixer is not None:
@@ -78,7 +107,7 @@ class QLearner(Learner):
                 targets = lambda_returns(rewards, terminated, mask, values, args.gamma, args.td_lambda)
             else:
                 targets = rewards + args.gamma * (1 - terminated) * values[:, 1:]
-        return QTargets(mask, q_taken, q_next, targets, mix_kwargs)
+        return QTargets(rewards, terminated, mask, q_taken, q_next, targets, mix_kwargs)
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> dict | None:
         out = self.forward_and_targets(batch)
@@ -94,7 +123,22 @@ class QLearner(Learner):
         weights = self.episode_weights(batch)
         if weights is not None:  # prioritised replay's importance weights
             squared = squared * weights
+        shared = None
+        if self.sharer is not None:  # IQL: each agent's own errors, from the steps it is alive
+            alive = mask * alive_mask(batch)[:, :-1]
+            with torch.no_grad():
+                shared = self.sharer.share(masked_td_error * alive, alive, batch, t_env)
+            if self.args.share_target == "reweight":
+                squared = squared * (1 + shared.extra)
         loss = squared.sum() / mask.sum()
+        if shared is not None and self.args.share_target == "receiver":
+            n = self.n_agents
+            rewards = out.rewards.expand(-1, -1, n)
+            loss = (
+                loss
+                + self.receiver_loss(batch, rewards, out.terminated.expand(-1, -1, n), shared, weights)
+                / mask.sum()
+            )
         grad_norm = self.step(self.optimiser, loss, self.params)
         self.finish_update(episode_num)
 
@@ -107,5 +151,49 @@ class QLearner(Learner):
                 td_error_abs=masked_td_error.abs().sum() / n,
                 q_taken_mean=(chosen_action_qvals * mask).sum() / n,
                 target_mean=(targets * mask).sum() / n,
+                **(shared.stats if shared is not None else {}),
             )
         return self.feedback(masked_td_error, step_mask)
+
+    def receiver_loss(self, batch, rewards, terminated, shared, episode=None) -> torch.Tensor:
+        """SUPER's semantics with one network per agent: receiver j's own network on sender i's
+        transition (its inputs, action and reward r_i [B, T, N], one-step target through j's
+        target network, double Q as set), weighted by how often i shared the step with j. Each
+        shift k pairs receiver j with sender (j + k) mod N; only j's network sees the term."""
+        args, n = self.args, self.n_agents
+        inputs = self.mac.build_seq_inputs(batch)  # [B * N, T + 1, in]
+        b = batch.batch_size
+        rows = inputs.view(b, n, *inputs.shape[1:])
+        actions = batch["actions"][:, :-1].long()  # [B, T, N, 1]
+        avail = batch["avail_actions"]
+        receivers_idx = torch.arange(n, device=inputs.device)
+        total = torch.zeros((), device=inputs.device)
+        for k in range(1, n):  # agents, never samples
+            sender = (receivers_idx + k) % n  # receiver j's sender
+            weight = shared.senders[..., sender] * shared.receivers[:, :, sender, receivers_idx]  # [B, T, N]
+            if episode is not None:
+                weight = weight * episode
+            if not bool((weight > 0).any()):
+                continue
+            crossed = rows[:, sender].reshape(b * n, *inputs.shape[1:])
+            q_out = self.mac.forward_seq(batch, crossed)  # [B, T + 1, N, A]: net j on sender's inputs
+            q_taken = torch.gather(q_out[:, :-1], 3, actions[:, :, sender]).squeeze(3)
+            with torch.no_grad():
+                target_out = self.target_mac.forward_seq(batch, crossed)
+                q_next = bootstrap_values(q_out.detach(), target_out, avail[:, :, sender], args.double_q)[
+                    :, 1:
+                ]
+                targets = rewards[..., sender] + args.gamma * (1 - terminated[..., sender]) * q_next
+            total = total + (weight * (q_taken - targets) ** 2).sum()
+        return total
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.sharer is not None:
+            state["sharer"] = self.sharer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if self.sharer is not None and "sharer" in state:
+            self.sharer.load_state_dict(state["sharer"])
