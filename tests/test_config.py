@@ -92,7 +92,7 @@ def test_test_nepisode_rounded_to_runner_batches():
     [
         (
             ["--config=qmx"],
-            f"unknown --config name 'qmx'; did you mean qmix, per_qmix, qplex? "
+            f"unknown --config name 'qmx'; did you mean qmix, per_qmix, hpn_qmix? "
             f"({len(available('algs'))} valid choices, listed in config/algs/)",
         ),
         (["--env-config=mpee"], "unknown --env-config name 'mpee'"),
