@@ -17,12 +17,18 @@ def test_every_algorithm_config_trains(tmp_path, alg):
     # vector runners play 2 envs at a time (on-policy learners train on multiples of it), in at
     # most 2 minibatches of the 2 episodes.
     from config import CONFIG_DIR, load_yaml
+    from modules.agents import REGISTRY as agent_REGISTRY
 
     cfg = load_yaml(os.path.join(CONFIG_DIR, "algs", f"{alg}.yaml"))
     extra = ["batch_size_run=2"] if cfg.get("runner") in ("parallel", "vector") else []
     if cfg.get("num_mini_batch", 1) > 2:
         extra.append("num_mini_batch=2")
-    assert_trains(tmp_path, brief_training_argv(alg, "transformer_n_layers=1", *extra))
+    argv = brief_training_argv(alg, "transformer_n_layers=1", *extra)
+    if getattr(agent_REGISTRY[cfg.get("agent", "rnn")], "needs_entities", False):  # StarCraft-like envs only
+        argv = [a for a in argv if not a.startswith("env_args.max_cycles")]
+        argv[1:1] = ["--env-config=skirmish"]
+        argv = [a for a in argv if a != "--env-config=mpe"] + ["env_args.map_name=3m"]
+    assert_trains(tmp_path, argv)
 
 
 @pytest.mark.parametrize("alg", ["qmix", "vdn", "iql"])

@@ -53,6 +53,8 @@ class HPNAgent(nn.Module):
     Where ours differs: the GRU runs a whole sequence at once in training (the same numbers as a
     step-by-step cell)."""
 
+    needs_entities = True  # an env that declares obs_entities and action_entities (SMAC-like)
+
     def __init__(self, input_shape, args, output_dim=None):
         super().__init__()
         layout, actions = getattr(args, "obs_entities", None), getattr(args, "action_entities", None)
