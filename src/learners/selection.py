@@ -8,17 +8,11 @@ and creates tensors on the input's device.
 import torch
 
 from components.schedules import annealed_beta, horizon
+from utils.registry import registrar
 
 LEGACY_PER_BETA = 0.401  # the reference's legacy PER: its memory is rebuilt each call at 0.4 + 0.001
 RULES = {}
-
-
-def rule(name):
-    def register(fn):
-        RULES[name] = fn
-        return fn
-
-    return register
+rule = registrar(RULES)
 
 
 def schedule_progress(args, t_env):

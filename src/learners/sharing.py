@@ -25,6 +25,7 @@ from types import SimpleNamespace
 import torch
 
 from components.schedules import horizon
+from utils.registry import registrar
 
 SHARE_RULES = {}
 RECEIVE_RULES = {}
@@ -33,20 +34,8 @@ DENSITY_EPSILON = 1e-8  # the researcher's epsilon in P'' / (sum P'' + epsilon)
 MIN_VARIANCE = 1e-12
 
 
-def share_rule(name):
-    def register(fn):
-        SHARE_RULES[name] = fn
-        return fn
-
-    return register
-
-
-def receive_rule(name):
-    def register(fn):
-        RECEIVE_RULES[name] = fn
-        return fn
-
-    return register
+share_rule = registrar(SHARE_RULES)
+receive_rule = registrar(RECEIVE_RULES)
 
 
 def share_ratio(args, t_env):

@@ -51,3 +51,17 @@ class Registry(dict):
             return obj
 
         return deco
+
+
+def registrar(table):
+    """-> a decorator factory: @it("name") adds the decorated function to `table` under that name
+    (the rule tables of learners/selection.py and learners/sharing.py)."""
+
+    def under(name):
+        def register(fn):
+            table[name] = fn
+            return fn
+
+        return register
+
+    return under
