@@ -153,23 +153,31 @@ def _draw_steps(shifted, ctx):
     return counts.view(b, n, t).permute(0, 2, 1)
 
 
-# --- receive rules: (e [B, T, N_send], receivers' mean, std [1, 1, N_recv]) -> p [B, T, Ns, Nr] ---
+# --- receive rules: (e [B, T, N_send], mask, args) -> p [B, T, Ns, Nr], or None (no gate) ---
+
+
+def receiver_moments(x, mask):
+    """Each receiver's own error mean and standard deviation over the batch, [1, 1, 1, N_recv]."""
+    mean, var = masked_moments(x, mask, (0, 1))
+    return mean.unsqueeze(2), var.sqrt().unsqueeze(2)
 
 
 @receive_rule("all")
-def _receive_all(x, mean, std, args):
-    return None
+def _receive_all(x, mask, args):
+    return None  # no gate: nothing to compute
 
 
 @receive_rule("gaussian_gate")
-def _receive_gaussian(x, mean, std, args):
+def _receive_gaussian(x, mask, args):
     """Far from the receiver's own errors, likelier taken: 1 - exp(-(e - mu_j)^2 / (2 sigma_j^2))."""
+    mean, std = receiver_moments(x, mask)
     return 1.0 - torch.exp(-((x.unsqueeze(-1) - mean) ** 2) / (2 * std**2))
 
 
 @receive_rule("sigmoid_gate")
-def _receive_sigmoid(x, mean, std, args):
+def _receive_sigmoid(x, mask, args):
     """P = sigmoid(alpha (|e - mu_j| - beta sigma_j))."""
+    mean, std = receiver_moments(x, mask)
     return torch.sigmoid(args.receive_alpha * ((x.unsqueeze(-1) - mean).abs() - args.receive_beta * std))
 
 
@@ -229,7 +237,7 @@ class Sharer:
         shared = senders > 0
         nobody = shared & (n_range == 0)
         receivers = torch.where(nobody.unsqueeze(-1), self._fallback(batch, living), in_range)
-        gate = RECEIVE_RULES[args.receive_rule](x, *self._receiver_moments(x, mask), args)
+        gate = RECEIVE_RULES[args.receive_rule](x, mask, args)
         if gate is not None:
             receivers = receivers * torch.bernoulli(
                 gate.clamp(0.0, 1.0) * receivers, generator=self.generator
@@ -279,11 +287,6 @@ class Sharer:
         d = torch.where(living > 0, self._distances(batch), torch.full_like(living, float("inf")))
         nearest = torch.zeros_like(living).scatter_(-1, d.argmin(-1, keepdim=True), 1.0)
         return nearest * living
-
-    @staticmethod
-    def _receiver_moments(x, mask):
-        mean, var = masked_moments(x, mask, (0, 1))
-        return mean.unsqueeze(2), var.sqrt().unsqueeze(2)  # [1, 1, 1, N_recv]
 
     def _scatter_randomly(self, extra, mask):
         """The same extra weights, each moved to a valid agent-step drawn at random (the mass
