@@ -29,6 +29,7 @@ _ENVS = {
     "sc2v2": ("envs.smacv2_env.SMACv2Env", "envs.smacv2_env.validate_env_args"),
     "gymma": ("envs.gymma_env.GymmaEnv", "envs.gymma_env.validate_env_args"),
     "vmas": ("envs.vmas_env.VMASEnv", "envs.vmas_env.validate_env_args"),
+    "gfootball": ("envs.gfootball_env.GFootballEnv", "envs.gfootball_env.validate_env_args"),
 }
 REGISTRY = Registry("env", {env: _Lazy(make) for env, (make, _) in _ENVS.items()})
 VALIDATORS = {env: _Lazy(check) for env, (_, check) in _ENVS.items()}
