@@ -6,6 +6,8 @@
 #   bash install_sc2.sh                   # StarCraft II 4.10, the maps, SMAC and SMACv2 (Linux)
 #   SC2PATH=/opt/StarCraftII bash install_sc2.sh
 #   SMAC_SRC=/src/smac SMACV2_SRC=/src/smacv2.tar.gz bash install_sc2.sh   # no internet for git
+#   bash install_sc2.sh --packages-only   # SMAC, SMACv2 and PySC2 only: no game, no maps (what
+#                                         # SMAC's own code needs to referee skirmish's, in tests)
 #
 # SC2PATH     the game's folder (default ~/StarCraftII); left alone when it holds a game (Versions/)
 # SMAC_SRC    where SMAC comes from: a git URL (default), a local folder or an archive
@@ -30,8 +32,18 @@ python=${PYTHON:-python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+packages_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --packages-only) packages_only=1 ;;
+    *) echo "install_sc2.sh: unknown option '$arg' (valid: --packages-only)" >&2; exit 2 ;;
+  esac
+done
+
 # --- the game ---------------------------------------------------------------------------------
-if [ -d "$SC2PATH/Versions" ]; then
+if [ "$packages_only" = 1 ]; then
+  echo "--packages-only: no game, no maps"
+elif [ -d "$SC2PATH/Versions" ]; then
   echo "StarCraft II already at $SC2PATH: left alone"
 else
   echo "downloading StarCraft II 4.10 (about 4 GB) into $SC2PATH ..."
@@ -43,7 +55,9 @@ fi
 
 # --- the maps (SMACv2's pack holds every SMAC v1 map and 32x32_flat) ----------------------------
 maps="$SC2PATH/Maps/SMAC_Maps"
-if [ -f "$maps/32x32_flat.SC2Map" ] && [ -f "$maps/3m.SC2Map" ]; then
+if [ "$packages_only" = 1 ]; then
+  :
+elif [ -f "$maps/32x32_flat.SC2Map" ] && [ -f "$maps/3m.SC2Map" ]; then
   echo "SMAC and SMACv2 maps already in $maps"
 else
   mkdir -p "$maps" "$tmp/maps"

@@ -28,7 +28,7 @@ class UnitView:
         self.health, self.health_max = float(env.hp[i]), float(env.hp_max[i])
         self.shield, self.shield_max = float(env.sh[i]), float(env.sh_max[i])
         self.energy, self.weapon_cooldown = float(env.energy[i]), float(max(env.cooldown[i], 0.0))
-        self.pos = _Pos(float(env.pos[i, 0]), float(env.pos[i, 1]))
+        self.pos = _Pos(float(np.float32(env.pos[i, 0])), float(np.float32(env.pos[i, 1])))  # SC2's float32
         self.unit_type = int(env.unit_types[i])
         self.tag, self.owner = i, 1 + int(env.team[i])
 
@@ -98,8 +98,8 @@ class SmacHelpers:
     def get_visibility_matrix(self):
         """[n_agents, n_agents + n_enemies] bool: which units each living agent sees (alive and
         closer than the sight range); the ally block is symmetric, the diagonal False."""
-        na = self.n_agents
-        d = np.sqrt(((self.pos[None, :, :] - self.pos[:na, None, :]) ** 2).sum(-1))
+        na, pos = self.n_agents, self.seen_pos
+        d = np.sqrt(((pos[None, :, :] - pos[:na, None, :]) ** 2).sum(-1))
         vis = (d < SIGHT) & self.alive[None, :] & self.alive[:na, None]
         vis[np.arange(na), np.arange(na)] = False
         return vis

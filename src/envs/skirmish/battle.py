@@ -335,6 +335,12 @@ class Battle:
             actions[a] = action
         return actions
 
+    @property
+    def seen_pos(self):
+        """Positions as SMAC reads them: StarCraft II sends float32, and SMAC's int() and range
+        tests on them can come out otherwise than on float64 at an edge."""
+        return self.pos.astype(np.float32).astype(np.float64)
+
     def _cache_ok(self, key):
         return self._cache is not None and key in self._cache
 

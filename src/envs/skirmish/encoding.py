@@ -46,8 +46,9 @@ class SmacEncoding:
         na, ne = self.n_agents, self.n_enemies
         avail = self._moves()
         alive = self.alive[:na]
-        p = self.pos[:na]
-        d = np.sqrt(((self.pos[na:][None, :, :] - p[:, None, :]) ** 2).sum(-1))  # [na, ne]
+        pos = self.seen_pos
+        p = pos[:na]
+        d = np.sqrt(((pos[na:][None, :, :] - p[:, None, :]) ** 2).sum(-1))  # [na, ne]
         avail[:, 6:] = self.alive[na:][None, :] & (d <= SHOOT)
         med = self.is_medivac[:na]
         if self.is_mmm and med.any():
@@ -65,7 +66,7 @@ class SmacEncoding:
         """[n_agents, n_actions] with SMAC's stop and move columns set: a move is available where
         the point half a move away is on the map and pathable."""
         avail = np.zeros((self.n_agents, self.n_actions), dtype=np.int64)
-        p = self.pos[: self.n_agents]
+        p = self.seen_pos[: self.n_agents]
         probes = (p[:, None, :] + self._probe_dirs * (self.move_amount / 2)).astype(np.int64)  # int()
         inside = ((probes >= 0) & (probes < 32)).all(-1)
         probes = np.minimum(np.maximum(probes, 0), 31)
@@ -90,7 +91,7 @@ class SmacEncoding:
             self._store("obs", obs)
             return list(obs)
         avail = self._avail()
-        p = self.pos
+        p = self.seen_pos
         alive_a, alive_e = self.alive[:na], self.alive[na:]
         # enemies
         rel = p[na:][None, :, :] - p[:na][:, None, :]  # [na, ne, 2]
@@ -160,8 +161,9 @@ class SmacEncoding:
             m = int(self._move_amount)
             dx = np.array([0, 0, 2 * m, -2 * m, m, -m, m, -m, 0])
             dy = np.array([2 * m, -2 * m, 0, 0, m, -m, -m, m, 0])
-            px = self.pos[:na, 0].astype(np.int64)[:, None] + dx
-            py = self.pos[:na, 1].astype(np.int64)[:, None] + dy
+            seen = self.seen_pos
+            px = seen[:na, 0].astype(np.int64)[:, None] + dx
+            py = seen[:na, 1].astype(np.int64)[:, None] + dy
             inside = (px >= 0) & (px < self.map_x) & (py >= 0) & (py < self.map_y)
             cx, cy = np.minimum(np.maximum(px, 0), 31), np.minimum(np.maximum(py, 0), 31)
             if self.obs_pathing_grid:

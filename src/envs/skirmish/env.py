@@ -72,7 +72,10 @@ class SkirmishEnv(SmacEncoding, Battle, SmacHelpers, MultiAgentEnv):
         self.episode_limit = m["limit"]
         self.grid = terrain.grid(m["layout"])
         self.pathing_grid = self.grid
-        self.terrain_height = terrain.height(m["layout"], self.map_name)
+        # SMAC flips the height image StarCraft II 4.10 sends (rows y, unflipped, as the pathing
+        # grid it does not flip), so its terrain_height[x, y] is the world's at (x, 31 - y)
+        self.world_height = terrain.height(m["layout"], self.map_name)
+        self.terrain_height = self.world_height[:, ::-1]
         self._fields = terrain.fields(m["layout"])
         ally_created, enemy_created = _creation(m, self.map_name, 0), _creation(m, self.map_name, 1)
         # agents in SMAC's order: by type index, then (after spawning) x, y
