@@ -94,11 +94,11 @@ class SkirmishController:
         """SMAC's raw commands say what skirmish's action ints mean: stop 4, move 16 to the
         unit's position +- move_amount, attack 23 / heal 386 on the target's tag."""
         by_tag = {c.unit_tags[0]: c for c in self.commands}
-        na = self.sk.n_agents
+        na, first = self.sk.n_agents, self.sk.n_actions_no_attack  # SMACv2: facing actions before
         for i, a in enumerate(actions):
             a = int(a)
             c = by_tag.get(self.tags[i])
-            if a == 0 or not self.sk.alive[i]:
+            if a == 0 or 6 <= a < first or not self.sk.alive[i]:
                 if c is not None:
                     raise Mismatch(f"agent {i} action {a}: SMAC sent {c}")
                 continue
@@ -111,7 +111,7 @@ class SkirmishController:
                 p = c.target_world_space_pos
                 ok = c.ability_id == 16 and np.allclose([p.x, p.y], self.sk.pos[i] + [dx, dy], atol=1e-4)
             else:
-                j = a - 6
+                j = a - first
                 target = j if self.sk.is_medivac[i] else na + j
                 ok = (
                     c.ability_id == (386 if self.sk.is_medivac[i] else 23)

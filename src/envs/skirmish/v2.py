@@ -319,7 +319,8 @@ class SkirmishV2Env(V2Encoding, SkirmishEnv):
         """(rel [n_agents, n, 2], dist [n_agents, n]) from each agent to every unit, once per step."""
         if self._cache_ok("geometry"):
             return self._cache["geometry"]
-        rel = self.pos[None, :, :] - self.pos[: self.n_agents, None, :]
+        pos = self.seen_pos
+        rel = pos[None, :, :] - pos[: self.n_agents, None, :]
         geo = rel, np.sqrt((rel**2).sum(-1))
         self._store("geometry", geo)
         return geo
@@ -328,10 +329,11 @@ class SkirmishV2Env(V2Encoding, SkirmishEnv):
         """[n_agents, len(units)]: each unit closer than radius[i] to agent i (centre distance;
         strictly for sight, as SMACv2), or in agent i's cone."""
         if self.conic_fov:
+            pos = self.seen_pos
             return dist.is_position_in_cone(
-                self.pos[: self.n_agents, None, :],
+                pos[: self.n_agents, None, :],
                 self.fov_directions[:, None, :],
-                self.pos[units][None, :, :],
+                pos[units][None, :, :],
                 radius[:, None],
                 self.n_fov_actions,
             )
@@ -358,8 +360,8 @@ class SkirmishV2Env(V2Encoding, SkirmishEnv):
 
     def get_can_shoot(self, agent_id, unit_index):
         """Whether agent_id can fire at enemy unit_index now (shoot range, or cone)."""
-        p = self.pos[agent_id][None]
-        q = self.pos[self.n_agents + unit_index][None]
+        p = self.seen_pos[agent_id][None]
+        q = self.seen_pos[self.n_agents + unit_index][None]
         return bool(self._reach_one(agent_id, p, q, self.shoot[agent_id]))
 
     def _reach_one(self, i, p, q, radius):
@@ -371,7 +373,7 @@ class SkirmishV2Env(V2Encoding, SkirmishEnv):
         radius = self.sight[agent_id] if range == "sight_range" else self.shoot[agent_id]
         return bool(
             dist.is_position_in_cone(
-                self.pos[agent_id],
+                self.seen_pos[agent_id],
                 self.fov_directions[agent_id],
                 np.asarray(pos, float),
                 radius,

@@ -133,7 +133,7 @@ class V2Encoding:
                 obs[:, c] = getattr(self, f"_{key}_level")
                 c += 1
         if self.obs_own_pos:
-            obs[:, c : c + 2] = self.pos[:na] / np.array([self.map_x, self.map_y])
+            obs[:, c : c + 2] = self.seen_pos[:na] / np.array([self.map_x, self.map_y])
             c += 2
         if self.conic_fov:
             obs[:, c : c + 2] = self.fov_directions
@@ -218,8 +218,8 @@ class V2Encoding:
 
     def get_visibility_matrix(self):
         """Who sees whom by distance alone (no cone, no EPO), with each agent's own sight range."""
-        na = self.n_agents
-        d = np.sqrt(((self.pos[None, :, :] - self.pos[:na, None, :]) ** 2).sum(-1))
+        na, pos = self.n_agents, self.seen_pos
+        d = np.sqrt(((pos[None, :, :] - pos[:na, None, :]) ** 2).sum(-1))
         vis = (d < self.sight[:, None]) & self.alive[None, :] & self.alive[:na, None]
         vis[np.arange(na), np.arange(na)] = False
         return vis
