@@ -8,6 +8,8 @@
 #   SMAC_SRC=/src/smac SMACV2_SRC=/src/smacv2.tar.gz bash install_sc2.sh   # no internet for git
 #   bash install_sc2.sh --packages-only   # SMAC, SMACv2 and PySC2 only: no game, no maps (what
 #                                         # SMAC's own code needs to referee skirmish's, in tests)
+#   bash install_sc2.sh --stand-in        # no game: the SC2 API stand-in on skirmish's physics at
+#                                         # $SC2PATH/Versions/Base75689/SC2_x64, and the maps
 #
 # SC2PATH     the game's folder (default ~/StarCraftII); left alone when it holds a game (Versions/)
 # SMAC_SRC    where SMAC comes from: a git URL (default), a local folder or an archive
@@ -33,16 +35,23 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 packages_only=0
+stand_in=0
 for arg in "$@"; do
   case "$arg" in
     --packages-only) packages_only=1 ;;
-    *) echo "install_sc2.sh: unknown option '$arg' (valid: --packages-only)" >&2; exit 2 ;;
+    --stand-in) stand_in=1 ;;
+    *) echo "install_sc2.sh: unknown option '$arg' (valid: --packages-only, --stand-in)" >&2; exit 2 ;;
   esac
 done
 
 # --- the game ---------------------------------------------------------------------------------
 if [ "$packages_only" = 1 ]; then
   echo "--packages-only: no game, no maps"
+elif [ "$stand_in" = 1 ]; then
+  if [ -d "$SC2PATH/Versions" ] && ! grep -qs "stand-in" "$SC2PATH"/Versions/Base*/SC2_x64; then
+    echo "install_sc2.sh: $SC2PATH holds StarCraft II; choose another SC2PATH for the stand-in" >&2
+    exit 2
+  fi
 elif [ -d "$SC2PATH/Versions" ]; then
   echo "StarCraft II already at $SC2PATH: left alone"
 else
@@ -55,8 +64,8 @@ fi
 
 # --- the maps (SMACv2's pack holds every SMAC v1 map and 32x32_flat) ----------------------------
 maps="$SC2PATH/Maps/SMAC_Maps"
-if [ "$packages_only" = 1 ]; then
-  :
+if [ "$packages_only" = 1 ] || [ "$stand_in" = 1 ]; then
+  :  # the stand-in writes its own (below)
 elif [ -f "$maps/32x32_flat.SC2Map" ] && [ -f "$maps/3m.SC2Map" ]; then
   echo "SMAC and SMACv2 maps already in $maps"
 else
@@ -104,6 +113,16 @@ esac
 PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=${PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION:-python} \
   "$python" -c "import smac.env, smacv2.env; from s2clientprotocol import sc2api_pb2" \
   && echo "SMAC and SMACv2 import"
+
+if [ "$stand_in" = 1 ]; then
+  here=$(cd "$(dirname "$0")" && pwd)
+  # map files: SMACv2's own where SC2_MAPS names a folder of them, else empty ones (the stand-in
+  # picks the map by name)
+  maps_from=""
+  [ -d "$SC2_MAPS" ] && maps_from="$SC2_MAPS"
+  PYTHONPATH="$here/src" "$python" -m envs.skirmish.standin install "$SC2PATH" $maps_from >/dev/null
+  echo "the SC2 API stand-in (skirmish's physics, not StarCraft II) is at $SC2PATH/Versions/Base75689/SC2_x64"
+fi
 
 echo "done. Use it with: export SC2PATH=$SC2PATH; python src/main.py --config=qmix --env-config=sc2 with env_args.map_name=3m
   (SMACv2: --env-config=sc2v2 with env_args.scenario=protoss_5_vs_5)"

@@ -137,7 +137,29 @@ def validate_env_args(env_args):
         raise ConfigError("SMAC gives one team reward: set common_reward=True")
 
 
-class StarCraft2Env:
+class GameEnv:
+    """What the sc2 and sc2v2 wrappers share: the game's random state stays inside StarCraft II,
+    and a game that stops answering (SMAC relaunches it inside reset and step) ends the run with
+    the one-line launch error."""
+
+    install = INSTALL
+
+    def get_rng_state(self):
+        return None  # StarCraft II draws inside the game: a resumed run plays other episodes
+
+    def set_rng_state(self, state):
+        raise NotImplementedError("StarCraft II's random state cannot be restored")
+
+    def _guard(self, call, *args):
+        try:
+            return call(*args)
+        except Exception as e:
+            if is_launch_error(e):
+                raise launch_error(e, self.install) from None
+            raise
+
+
+class StarCraft2Env(GameEnv):
     """Delegates to SMAC's StarCraft2Env (every method and attribute not defined here passes
     through); adds per-agent termination and the entity layout. It meets the MultiAgentEnv
     contract through SMAC's own methods, so it does not inherit the contract's stubs."""
@@ -152,15 +174,10 @@ class StarCraft2Env:
         return getattr(self.env, name)
 
     def reset(self):
-        try:
-            return self.env.reset()
-        except Exception as e:  # the first reset starts the game
-            if is_launch_error(e):
-                raise launch_error(e) from None
-            raise
+        return self._guard(self.env.reset)  # the first reset starts the game
 
     def step(self, actions):
-        return self.env.step(np.asarray(actions).tolist())
+        return self._guard(self.env.step, np.asarray(actions).tolist())
 
     def get_indi_terminated(self):
         """1 for each agent whose unit has no health left (SMAC's own death test)."""

@@ -12,10 +12,9 @@ import numpy as np
 
 from envs.multiagentenv import smac_step_fields, step_field_specs
 from envs.sc2_env import (
+    GameEnv,
     check_starcraft,
     import_game_package,
-    is_launch_error,
-    launch_error,
     sc2_path,
     wrapped_entities,
 )
@@ -66,10 +65,12 @@ def validate_env_args(env_args):
     check_maps()
 
 
-class SMACv2Env:
+class SMACv2Env(GameEnv):
     """Delegates to SMACv2's StarCraftCapabilityEnvWrapper (and to its inner StarCraft2Env for
     what the wrapper does not forward); adds per-agent termination, the entity layout, and
     guards for two wrapper bugs (reset may return None; get_stats divides by zero)."""
+
+    install = INSTALL
 
     def __init__(self, **env_args):
         wrapper = load_smacv2()
@@ -90,18 +91,13 @@ class SMACv2Env:
             return getattr(inner, name)
 
     def reset(self):
-        try:
-            out = self.env.reset()
-        except Exception as e:  # the first reset starts the game
-            if is_launch_error(e):
-                raise launch_error(e, INSTALL) from None
-            raise
+        out = self._guard(self.env.reset)  # the first reset starts the game
         if out is None:  # SMACv2's retry after a failed unit spawn returns nothing
             return self.get_obs(), self.get_state()
         return out
 
     def step(self, actions):
-        return self.env.step(np.asarray(actions).tolist())
+        return self._guard(self.env.step, np.asarray(actions).tolist())
 
     def get_stats(self):
         try:

@@ -28,7 +28,8 @@ class UnitView:
         self.health, self.health_max = float(env.hp[i]), float(env.hp_max[i])
         self.shield, self.shield_max = float(env.sh[i]), float(env.sh_max[i])
         self.energy, self.weapon_cooldown = float(env.energy[i]), float(max(env.cooldown[i], 0.0))
-        self.pos = _Pos(float(np.float32(env.pos[i, 0])), float(np.float32(env.pos[i, 1])))  # SC2's float32
+        seen = env.seen_pos[i]  # float32, as SC2 sends it; a dead unit where it was last observed
+        self.pos = _Pos(float(seen[0]), float(seen[1]))
         self.unit_type = int(env.unit_types[i])
         self.tag, self.owner = i, 1 + int(env.team[i])
 

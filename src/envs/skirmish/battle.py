@@ -125,6 +125,7 @@ class Battle:
             self._last_trace = self._trace
         self._trace = [(self.pos.copy(), self.alive.copy())]  # for save_replay
         self.prev_hs = self.hp + self.sh
+        self._last_seen = self.pos.copy()
         self._cache = None
         return self.get_obs(), self.get_state()
 
@@ -147,6 +148,7 @@ class Battle:
                 bad = int(np.flatnonzero(ok == 0)[0])
                 raise AssertionError(f"Agent {bad} cannot perform action {actions_int[bad]}")
         self._act(actions_int)
+        self._last_seen[self.alive] = self.pos[self.alive]  # the dead stay where last observed
         self._trace.append((self.pos.copy(), self.alive.copy()))
         self._total_steps += 1
         self._episode_steps += 1
@@ -338,8 +340,11 @@ class Battle:
     @property
     def seen_pos(self):
         """Positions as SMAC reads them: StarCraft II sends float32, and SMAC's int() and range
-        tests on them can come out otherwise than on float64 at an edge."""
-        return self.pos.astype(np.float32).astype(np.float64)
+        tests on them can come out otherwise than on float64 at an edge; a unit that died keeps
+        the position it was last observed at (SMAC keeps the last unit it saw, health set to 0:
+        SMACv2's EPO tags a dead enemy within sight of it)."""
+        pos = np.where(self.alive[:, None], self.pos, self._last_seen)
+        return pos.astype(np.float32).astype(np.float64)
 
     def _cache_ok(self, key):
         return self._cache is not None and key in self._cache

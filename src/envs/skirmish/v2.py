@@ -274,9 +274,10 @@ class SkirmishV2Env(V2Encoding, SkirmishEnv):
         na = self.n_agents
         dead_a = ~self.alive[:na]
         held = (self.enemy_tags >= 0) & dead_a[np.maximum(self.enemy_tags, 0)]
+        holders = np.unique(self.enemy_tags[held])  # SMACv2 clears a dead agent's column if it held a tag
         self.obs_enemies[held] = 0
         self.enemy_tags[held] = -1
-        self.obs_enemies[:, dead_a] = 0
+        self.obs_enemies[:, holders] = 0
         dead_e = ~self.alive[na:]
         self.enemy_tags[dead_e] = -1
         self.obs_enemies[dead_e] = 0
