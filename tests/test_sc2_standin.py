@@ -142,3 +142,10 @@ def test_a_standin_that_dies_mid_run_ends_it_with_the_launch_error(sc2path, tmp_
     (record,) = glob.glob(os.path.join(str(tmp_path / "results"), "sacred", "*", "*", "*", "[0-9]*"))
     with open(os.path.join(record, "run.json")) as f:
         assert json.load(f)["status"] == "FAILED"
+
+
+@needs("pysc2")
+def test_pysc2_alone_replays_smacs_requests(sc2path):
+    # create, join, game_info, observe, a move, step 8, a kill of every unit, step 2, data
+    done = run(["tests/standin_pysc2.py"], sc2path, timeout=120)
+    assert done.stdout.strip().splitlines()[-1:] == ["ok"], done.stdout[-2000:] + done.stderr[-2000:]
