@@ -411,3 +411,17 @@ def play(runner, n=4):
         )
     batch.batch_size = n
     return batch
+
+
+def real_smac_check(*args):
+    """A check of tests/real_smac_checks.py in a process of its own (SMAC and SMACv2 register the
+    same maps with PySC2; protobuf's runtime must be chosen first); fails, never skips, if it fails."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
+    script = os.path.join(ROOT, "tests", "real_smac_checks.py")
+    done = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=900, env=env
+    )
+    assert done.stdout.strip().splitlines()[-1:] == ["ok"], done.stdout[-2000:] + done.stderr[-3000:]

@@ -110,6 +110,11 @@ def check_starcraft(install=INSTALL):
 def launch_error(e, install=INSTALL):
     """A ConfigError for a game that would not start (PySC2's launch and connection errors)."""
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if type(e).__name__ == "DuplicateMapError":  # not the game: both packages' maps in one process
+        return ConfigError(
+            f"SMAC and SMACv2 were both imported in this process, and PySC2 refuses their maps of the "
+            f"same name ({first}): run sc2 and sc2v2 in separate processes"
+        )
     return ConfigError(f"StarCraft II at {sc2_path()} did not start ({type(e).__name__}: {first}): {install}")
 
 
