@@ -149,3 +149,28 @@ def test_pysc2_alone_replays_smacs_requests(sc2path):
     # create, join, game_info, observe, a move, step 8, a kill of every unit, step 2, data
     done = run(["tests/standin_pysc2.py"], sc2path, timeout=120)
     assert done.stdout.strip().splitlines()[-1:] == ["ok"], done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@needs("smac", "pysc2")
+def test_a_game_that_never_answers_ends_the_run_within_sc2_timeout(tmp_path):
+    game = tmp_path / "StarCraftII"
+    launcher = standin.install(str(game))
+    with open(launcher, "w") as f:  # accepts PySC2's WebSocket, then says nothing
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.join(HERE, "silent_sc2.py")}" "$@"\n')
+    done = run(
+        [
+            "src/main.py",
+            "--config=qmix",
+            "--env-config=sc2",
+            "with",
+            "env_args.map_name=3m",
+            "env_args.sc2_timeout=5",
+            "t_max=2000",
+            f"local_results_path={tmp_path / 'results'}",
+        ],
+        str(game),
+        timeout=120,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "did not start" in last and "timed out" in last, last

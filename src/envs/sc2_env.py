@@ -20,7 +20,7 @@ INSTALL = (
     "and `pip install git+https://github.com/oxwhirl/smac.git`); see the README's StarCraft "
     "section. --env-config=skirmish runs the same maps without StarCraft II"
 )
-WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
+WRAPPER_KEYS = {"common_reward", "reward_scalarisation", "sc2_timeout"}
 
 
 def protobuf_runtime():
@@ -124,6 +124,22 @@ def is_launch_error(e):
     )
 
 
+def check_timeout(env_args):
+    value = env_args.get("sc2_timeout")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"env_args.sc2_timeout={value!r} must be a whole number of seconds >= 1, or null")
+
+
+def set_timeout(env_args):
+    """PySC2 waits sc2_timeout seconds for the game to start and to answer each request (its flag
+    --sc2_timeout, 360 by default): a game that never answers then ends the run in that time."""
+    value = env_args.get("sc2_timeout")
+    if value is not None:
+        from absl import flags
+
+        flags.FLAGS.sc2_timeout = int(value)
+
+
 def simulator_only_keys(env_args):
     """Refuse skirmish's own options (StarCraft II has no such settings), before anything loads."""
     extra = sorted(k for k in env_args if k in SIM_DEFAULTS or k in SIM_CHOICES)
@@ -136,6 +152,7 @@ def simulator_only_keys(env_args):
 
 def validate_env_args(env_args):
     simulator_only_keys(env_args)
+    check_timeout(env_args)
     load_smac()
     check_starcraft()
     if not env_args.get("common_reward", True):
@@ -171,6 +188,7 @@ class StarCraft2Env(GameEnv):
 
     def __init__(self, **env_args):
         env_class = load_smac()
+        set_timeout(env_args)
         self.env = env_class(**{k: v for k, v in env_args.items() if k not in WRAPPER_KEYS})
 
     def __getattr__(self, name):

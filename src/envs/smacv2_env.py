@@ -14,8 +14,10 @@ from envs.multiagentenv import smac_step_fields, step_field_specs
 from envs.sc2_env import (
     GameEnv,
     check_starcraft,
+    check_timeout,
     import_game_package,
     sc2_path,
+    set_timeout,
     wrapped_entities,
 )
 from envs.skirmish import distributions as dist
@@ -27,7 +29,14 @@ INSTALL = (
     "`pip install git+https://github.com/oxwhirl/smacv2.git`); see the README's StarCraft section. "
     "--env-config=skirmish_v2 runs the same scenarios without StarCraft II"
 )
-FRAMEWORK_KEYS = {"common_reward", "reward_scalarisation", "sim_options", "attack_jitter", "builtin_agents"}
+FRAMEWORK_KEYS = {
+    "common_reward",
+    "reward_scalarisation",
+    "sim_options",
+    "attack_jitter",
+    "builtin_agents",
+    "sc2_timeout",
+}
 
 
 def load_smacv2():
@@ -47,7 +56,8 @@ def check_maps():
 
 
 def validate_env_args(env_args):
-    args = expand(env_args)
+    check_timeout(env_args)
+    args = expand({k: v for k, v in env_args.items() if k != "sc2_timeout"})
     cap = args.get("capability_config") or {}
     if args.get("obs_instead_of_state"):
         raise ConfigError("env_args.obs_instead_of_state=True is not supported by SMACv2; set it to False")
@@ -74,7 +84,9 @@ class SMACv2Env(GameEnv):
 
     def __init__(self, **env_args):
         wrapper = load_smacv2()
-        args = expand(env_args)  # plain, deep-copied: SMACv2's wrapper edits capability_config
+        set_timeout(env_args)
+        # plain, deep-copied: SMACv2's wrapper edits capability_config
+        args = expand({k: v for k, v in env_args.items() if k != "sc2_timeout"})
         if args.get("sim_options"):
             warnings.warn("env_args.sim_options only affect skirmish_v2; sc2v2 ignores them", stacklevel=2)
         self.env = wrapper(**{k: v for k, v in plain(args).items() if k not in FRAMEWORK_KEYS})
