@@ -183,3 +183,31 @@ def test_short_runs_on_3_vs_1(tmp_path, alg, runner):
     assert read(run, "run.json")["status"] == "COMPLETED"
     metrics = read(run, "metrics.json")
     assert "test_battle_won_mean" in metrics and any(k.endswith("loss") for k in metrics)  # it trained
+
+
+def test_install_grf_names_a_missing_python_in_one_line():
+    root = os.path.dirname(SRC)
+    done = subprocess.run(
+        ["bash", os.path.join(root, "install_grf.sh")],
+        env={**os.environ, "PYTHON": "/nonexistent/python"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "install_grf.sh: no Python at '/nonexistent/python' (set PYTHON=/path/to/python)"
+    ]
+
+
+@needs_grf
+def test_install_grf_leaves_an_installed_gfootball_alone():
+    root = os.path.dirname(SRC)
+    done = subprocess.run(
+        ["bash", os.path.join(root, "install_grf.sh")],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "nothing to do" in done.stdout, done.stdout + done.stderr
