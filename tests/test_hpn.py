@@ -151,7 +151,7 @@ def test_pymarl3s_smacv2_env_configs(capsys):
         assert real["t_max"] == sim["t_max"] == 2050000
         assert real["env_args"]["obs_own_pos"] and not real["env_args"]["conic_fov"]
         assert real["env_args"]["reward_only_positive"]
-        simulator_only = ("seed", "sim_options", "attack_jitter")
+        simulator_only = ("seed", "sim_options", "attack_jitter", "sc2_timeout")  # sc2_timeout: the game's
         assert {k: v for k, v in real["env_args"].items() if k not in simulator_only} == {
             k: v for k, v in sim["env_args"].items() if k not in simulator_only
         }

@@ -51,7 +51,8 @@ class HPNAgent(nn.Module):
     values the same way, and permuting the allies changes nothing.
 
     Where ours differs: the GRU runs a whole sequence at once in training (the same numbers as a
-    step-by-step cell)."""
+    step-by-step cell), and the hypernetworks' last linear layers are applied after the sums and
+    contractions they feed (the same function, without making every entity's weights)."""
 
     needs_entities = True  # an env that declares obs_entities and action_entities (SMAC-like)
 
@@ -92,6 +93,19 @@ class HPNAgent(nn.Module):
     def init_hidden(self, n):
         return self.fc_own.weight.new_zeros(n, self.hidden_dim)
 
+    @staticmethod
+    def _summed_embeddings(net, feats, width):
+        """sum over entities a of feats[a] @ W(feats[a]), where W(f) = (W2 relu(W1 f + b1) + b2) as an
+        [e, width] matrix: the hypernetwork's last layer is linear, so the sum over entities is
+        taken before it, and no entity's weights are made (the same function, a fraction of the
+        work and memory)."""
+        first, last = net[0], net[2]
+        e = feats.shape[-1]
+        z = F.relu(first(feats))  # [n, T, E, hyper]
+        outer = torch.einsum("ntae,ntaj->ntej", feats, z)  # [n, T, e, hyper]
+        w2 = last.weight.view(e, width, -1)  # [e, width, hyper]
+        return torch.einsum("ntej,eoj->nto", outer, w2) + feats.sum(2) @ last.bias.view(e, width)
+
     def _entities(self, inputs, name):
         start, count, dim = self.groups[name]
         return inputs[..., start : start + count * dim].unflatten(-1, (count, dim))  # [n, T, E, e]
@@ -104,8 +118,7 @@ class HPNAgent(nn.Module):
         merged = 0
         for name in self.groups:
             feats = self._entities(inputs, name)  # [n, T, E, e]
-            weights = self.hyper_in[name](feats).unflatten(-1, (feats.shape[-1], k * h))  # [n, T, E, e, kH]
-            merged = merged + torch.einsum("ntae,ntaeo->nto", feats, weights)  # summed over entities
+            merged = merged + self._summed_embeddings(self.hyper_in[name], feats, k * h)
         embedding = embedding + self.merge_in(merged.unflatten(-1, (k, h)))
         x = F.relu(embedding)
         if t == 1:  # one step (acting): the cell op avoids nn.GRU's per-call overhead
@@ -119,8 +132,12 @@ class HPNAgent(nn.Module):
             h_last = h_last.squeeze(0)
         basic = self.fc_basic(h_seq)  # [n, T, first_attack]
         enemies = self._entities(inputs, "enemies")
-        w = self.hyper_out_w(enemies).unflatten(-1, (k, h))  # [n, T, E, k, H]
-        b = self.hyper_out_b(enemies)  # [n, T, E, k]
-        attack = torch.einsum("nth,ntekh->ntek", h_seq, w) + b
+        # attack[e, k] = h . (W2 z_e + b2)[k]: contract h with W2 first, never making the weights
+        first, last = self.hyper_out_w[0], self.hyper_out_w[2]
+        z = F.relu(first(enemies))  # [n, T, E, hyper]
+        w2 = last.weight.view(k, h, -1)  # [k, H, hyper]
+        g = torch.einsum("nth,khj->ntkj", h_seq, w2)  # [n, T, k, hyper]
+        attack = torch.einsum("ntej,ntkj->ntek", z, g) + (h_seq @ last.bias.view(k, h).T).unsqueeze(2)
+        attack = attack + self.hyper_out_b(enemies)  # [n, T, E, k]
         attack = self.merge_out(attack.unsqueeze(-1)).squeeze(-1)  # [n, T, E]
         return torch.cat([basic, attack], dim=-1), h_last
