@@ -26,7 +26,12 @@ import smac_referee as v1  # noqa: E402  (sets up src/ on the path and protobuf'
 from envs.skirmish.args import expand  # noqa: E402
 from envs.skirmish.v2 import SkirmishV2Env  # noqa: E402
 
-SCENARIOS = ["protoss_5_vs_5", "terran_5_vs_5", "zerg_5_vs_5", "protoss_10_vs_11"]
+# SMACv2's 15 scenarios (their EPO variants draw from generators that cannot be aligned)
+SCENARIOS = [
+    f"{race}_{size}"
+    for race in ("protoss", "terran", "zerg")
+    for size in ("5_vs_5", "10_vs_10", "20_vs_20", "10_vs_11", "20_vs_23")
+]
 OPTIONS = {
     "default": dict(obs_own_pos=True),
     "all": dict(

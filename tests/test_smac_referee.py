@@ -3,7 +3,7 @@ tests/smacv2_referee.py): on every SMAC map, with the observation options off, o
 terrain height, last action, time step) and with sparse rewards and the other health and state
 switches, unmodified SMAC served from skirmish's state gives skirmish's observations, state,
 available actions, rewards, terminations and stats at every step of 2 random battles; the same
-for SMACv2 on protoss/terran/zerg 5_vs_5 and protoss 10_vs_11 against skirmish_v2, with SMACv2's
+for SMACv2 on its 15 scenarios (3 races, 5 sizes) against skirmish_v2, with SMACv2's
 distributions drawing each episode_config, also with the conic field of view. Each option set
 runs in a process of its own (SMAC parses absl flags at import; protobuf's runtime is chosen
 before it loads). .ci/run installs SMAC and SMACv2 from ../shared/vendor; where they are not
@@ -57,4 +57,4 @@ def test_smacv2_gives_what_skirmish_v2_gives(options):
             "SMACv2 is not installed "
             "(SMACV2_SRC=../shared/vendor/smacv2-src.tar.gz bash install_sc2.sh --packages-only)"
         )
-    run_referee("smacv2_referee.py", options, 4)
+    run_referee("smacv2_referee.py", options, 15)
