@@ -211,3 +211,30 @@ def test_install_grf_leaves_an_installed_gfootball_alone():
         timeout=120,
     )
     assert done.returncode == 0 and "nothing to do" in done.stdout, done.stdout + done.stderr
+
+
+@needs_grf
+@pytest.mark.parametrize(
+    "scenario, attackers",
+    # the left players starting in the opponent's half: CDS's and PyMARL2's agent counts
+    [
+        ("academy_3_vs_1_with_keeper", 3),
+        ("academy_counterattack_hard", 4),
+        ("academy_pass_and_shoot_with_keeper", 2),
+    ],
+)
+def test_n_agents_attackers_counts_the_players_in_the_opponents_half(scenario, attackers):
+    with pytest.warns(UserWarning, match=f"{attackers} agents for"):
+        env = make(map_name=scenario, n_agents="attackers", own_half_end=True, seed=0)
+    raw = env._raw[0]
+    assert env.n_agents == attackers
+    assert (raw["left_team"][-attackers:, 0] > 0).all()  # the watched players start forward
+    env.close()
+
+
+@needs_grf
+def test_cds_env_config_runs(tmp_path):
+    assert run_main(tmp_path, "differ_vdn", env="gfootball_cds", extra=["t_max=300"]) == 0
+    (run,) = sacred_runs(tmp_path)
+    config = read(run, "config.json")
+    assert config["env_args"]["n_agents"] == "attackers" and config["env_args"]["reward"] == "cds"

@@ -8,7 +8,9 @@ wrappers break under gym 0.26 (reset's return, env.seed), and the raw form gives
 Simple115 vectors through Simple115StateWrapper.convert_observation.
 
 What the scenario decides, read from its build_scenario (Config(...).ScenarioConfig()), unless
-given: n_agents = its controllable left players; episode_limit = its game_duration.
+given: n_agents = its controllable left players (or, with n_agents=attackers, those that start in
+the opponent's half: CDS's and DIFFER's choice, 3 on 3 vs 1, 4 on counterattack_hard);
+episode_limit = its game_duration.
 
 Choices (env_args), with the peers' settings named:
 - obs: simple115 (PyMARL2's: each agent's own Simple115 vector, players listed as the team has
@@ -89,6 +91,8 @@ def scenario_facts(map_name):
     sc = config.Config({"level": map_name, "players": []}).ScenarioConfig()
     return {
         "controllable": int(sc.controllable_left_players),
+        # left players that start in the opponent's half: the players CDS and DIFFER give agents
+        "attackers": sum(1 for p in sc.left_team if p.position[0] > 0 and p.controllable),
         "game_duration": int(sc.game_duration),
         "left": len(sc.left_team),
         "right": len(sc.right_team),
@@ -120,10 +124,15 @@ def validate_env_args(env_args):
     for key in ("own_half_end", "time_limit_terminal"):
         if not isinstance(args[key], bool):
             raise ConfigError(f"env_args.{key}={args[key]!r} is not valid; valid choices: True, False")
-    _positive_int_or_none("n_agents", args["n_agents"])
+    if args["n_agents"] != "attackers":
+        _positive_int_or_none("n_agents", args["n_agents"])
     _positive_int_or_none("time_limit", args["time_limit"])
     facts = scenario_facts(args["map_name"])
-    if args["n_agents"] is not None and args["n_agents"] > facts["controllable"]:
+    if args["n_agents"] == "attackers" and not facts["attackers"]:
+        raise ConfigError(
+            f"env_args.n_agents=attackers: {args['map_name']} has no player in the opponent's half"
+        )
+    if isinstance(args["n_agents"], int) and args["n_agents"] > facts["controllable"]:
         raise ConfigError(
             f"env_args.n_agents={args['n_agents']} is more than {args['map_name']}'s "
             f"{facts['controllable']} controllable players"
@@ -179,7 +188,8 @@ class GFootballEnv(MultiAgentEnv):
         self._simple115 = wrappers.Simple115StateWrapper.convert_observation
         self.map_name = args["map_name"]
         self.facts = facts
-        self.n_agents = args["n_agents"] or facts["controllable"]
+        n = args["n_agents"]
+        self.n_agents = facts["attackers"] if n == "attackers" else (n or facts["controllable"])
         if self.n_agents < facts["controllable"]:
             warnings.warn(
                 f"gfootball {self.map_name}: {self.n_agents} agents for {facts['controllable']} "
