@@ -172,59 +172,84 @@ def same(what, a, b, atol=1e-5):
         raise Mismatch(f"{what}: differ at {where}: SMAC {a[tuple(where[0])]}, skirmish {b[tuple(where[0])]}")
 
 
-def lockstep(map_name, options, battles, seed=0):
-    sk, controller, smac = build(map_name, seed, options)
+def play(smac, sk, battles, seed, reset, sk_step, before=None, stats=True):
+    """The lockstep both referees and the stand-in's test share: `battles` battles, the same random
+    available actions to both, every output compared. reset() starts a battle in both and returns
+    (SMAC's obs, state, skirmish's obs, state); before(actions), if given, runs before SMAC's step;
+    sk_step(actions), after it, gives skirmish's (reward, terminated, info) for the step (played
+    beside SMAC's, or inside it by a controller). Skirmish builds its observations first at every
+    step (SMACv2 may take its agents' order from it). -> (steps, wins)."""
     rng = np.random.default_rng(seed)
     steps = wins = 0
-    try:
-        for battle in range(battles):
-            obs, state = smac.reset()
-            sk_obs, sk_state = controller.reset_result
-            same(f"battle {battle} reset obs", obs, sk_obs)
-            same(f"battle {battle} reset state", state, sk_state)
-            for t in range(smac.episode_limit + 1):
-                avail = np.asarray(smac.get_avail_actions())
-                same(f"battle {battle} step {t} avail", avail, sk.get_avail_actions(), atol=0)
-                actions = [int(rng.choice(np.flatnonzero(row))) for row in avail]
-                controller.pending = actions
-                reward, terminated, info = smac.step(actions)
-                sk_reward, sk_terminated, sk_info = controller.result
-                where = f"battle {battle} step {t}"
-                same(f"{where} reward", reward, sk_reward)
-                if terminated != sk_terminated or bool(info["battle_won"]) != bool(sk_info["battle_won"]):
-                    raise Mismatch(
-                        f"{where}: SMAC ends {terminated, info}, skirmish {sk_terminated, sk_info}"
-                    )
-                same(f"{where} obs", smac.get_obs(), sk.get_obs())
-                same(f"{where} state", smac.get_state(), sk.get_state())
-                steps += 1
-                if terminated:
-                    wins += bool(info["battle_won"])
-                    break
+    for battle in range(battles):
+        obs, state, sk_obs, sk_state = reset()
+        same(f"battle {battle} reset obs", obs, sk_obs)
+        same(f"battle {battle} reset state", state, sk_state)
+        for t in range(smac.episode_limit + 1):
+            avail = np.asarray(smac.get_avail_actions())
+            same(f"battle {battle} step {t} avail", avail, sk.get_avail_actions(), atol=0)
+            actions = [int(rng.choice(np.flatnonzero(row))) for row in avail]
+            if before is not None:
+                before(actions)
+            reward, terminated, info = smac.step(actions)
+            sk_reward, sk_terminated, sk_info = sk_step(actions)
+            where = f"battle {battle} step {t}"
+            same(f"{where} reward", reward, sk_reward)
+            if terminated != sk_terminated or bool(info["battle_won"]) != bool(sk_info["battle_won"]):
+                raise Mismatch(f"{where}: SMAC ends {terminated, info}, skirmish {sk_terminated, sk_info}")
+            sk_obs = sk.get_obs()
+            same(f"{where} obs", smac.get_obs(), sk_obs)
+            same(f"{where} state", smac.get_state(), sk.get_state())
+            steps += 1
+            if terminated:
+                wins += bool(info["battle_won"])
+                break
+        if stats:
             ours, theirs = sk.get_stats(), smac.get_stats()
             for key in ("battles_won", "battles_game", "battles_draw", "timeouts"):
                 if ours[key] != theirs[key]:
                     raise Mismatch(f"battle {battle} stats {key}: SMAC {theirs[key]}, skirmish {ours[key]}")
+    return steps, wins
+
+
+def lockstep(map_name, options, battles, seed=0):
+    sk, controller, smac = build(map_name, seed, options)
+    try:
+        steps, wins = play(
+            smac,
+            sk,
+            battles,
+            seed,
+            reset=lambda: (*smac.reset(), *controller.reset_result),
+            before=lambda actions: setattr(controller, "pending", actions),  # played inside SMAC's step
+            sk_step=lambda actions: controller.result,
+        )
     finally:
         smac.close()
         sk.close()
     return {"map": map_name, "steps": steps, "battles": battles, "won": wins}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("maps", nargs="*", help="SMAC maps (default: all of skirmish's)")
+def cli(argv, lockstep, names, options, key="map", what="SMAC maps"):
+    """The referees' command line: names (default: all), --battles, --options; one JSON line each,
+    exit 1 at the first mismatch."""
+    parser = argparse.ArgumentParser(description="SMAC's own code as the referee of skirmish's")
+    parser.add_argument("names", nargs="*", help=f"{what} (default: {', '.join(names)})")
     parser.add_argument("--battles", type=int, default=2)
-    parser.add_argument("--options", default="default", choices=sorted(OPTIONS))
+    parser.add_argument("--options", default="default", choices=sorted(options))
     args = parser.parse_args(argv)
-    for name in args.maps or sorted(MAPS):
+    for name in args.names or names:
         try:
-            out = lockstep(name, OPTIONS[args.options], args.battles)
+            out = lockstep(name, options[args.options], args.battles)
         except Mismatch as e:
-            print(json.dumps({"map": name, "options": args.options, "mismatch": str(e)}))
+            print(json.dumps({key: name, "options": args.options, "mismatch": str(e)}))
             return 1
         print(json.dumps({**out, "options": args.options}), flush=True)
     return 0
+
+
+def main(argv=None):
+    return cli(argv, lockstep, sorted(MAPS), OPTIONS)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,7 @@ go to both and everything SMACv2 computes is compared with skirmish_v2's own.
 Needs SMACv2 (not StarCraft II); run it in a process of its own (tests/test_smac_referee.py).
 """
 
-import argparse
 import copy
-import json
 import os
 import random
 import sys
@@ -34,15 +32,7 @@ SCENARIOS = [
 ]
 OPTIONS = {
     "default": dict(obs_own_pos=True),
-    "all": dict(
-        obs_own_pos=True,
-        obs_pathing_grid=True,
-        obs_terrain_height=True,
-        obs_last_action=True,
-        obs_timestep_number=True,
-        state_timestep_number=True,
-        state_last_action=False,
-    ),
+    "all": dict(v1.OPTIONS["all"], obs_own_pos=True),  # SMAC's options, and SMACv2's own position
     "sparse": dict(
         reward_sparse=True, obs_all_health=False, obs_own_health=False, reward_only_positive=False
     ),
@@ -147,6 +137,30 @@ class _RunConfig(v1._RunConfig):
     version = None
 
 
+def align(smac, sk, seed):
+    """What SMACv2 draws from generators skirmish_v2 does not share, made to agree: its agents'
+    observation order taken from skirmish_v2's (which builds its observations first), its
+    distributions (and those inside them, which draw from OS entropy) and Python's and NumPy's
+    global generators seeded from `seed`."""
+    from smacv2.env.starcraft2 import starcraft2
+
+    order = _SharedOrder(sk._obs_rng)
+    sk._obs_rng = order
+
+    def shuffle(agents):
+        agents[:] = [int(i) for i in order.last]
+
+    starcraft2.random = types.SimpleNamespace(shuffle=shuffle)
+    random.seed(seed)
+    np.random.seed(seed)
+    todo, k = list(smac.env_key_to_distribution_map.values()), 0
+    while todo:
+        d = todo.pop()
+        if hasattr(d, "rng"):
+            d.rng, k = np.random.default_rng([seed, k]), k + 1
+        todo += [v for v in vars(d).values() if hasattr(v, "generate")]
+
+
 def build(scenario, seed, options):
     from smacv2.env.starcraft2 import starcraft2, wrapper
 
@@ -167,54 +181,23 @@ def build(scenario, seed, options):
         **options,
     )
     controller.smac = smac.env
-    order = _SharedOrder(sk._obs_rng)
-    sk._obs_rng = order
-
-    def shuffle(agents):
-        agents[:] = [int(i) for i in order.last]
-
-    starcraft2.random = types.SimpleNamespace(shuffle=shuffle)
-    random.seed(seed)
-    np.random.seed(seed)
-    # SMACv2's distributions (and those inside them) draw from OS entropy
-    todo, k = list(smac.env_key_to_distribution_map.values()), 0
-    while todo:
-        d = todo.pop()
-        if hasattr(d, "rng"):
-            d.rng, k = np.random.default_rng([seed, k]), k + 1
-        todo += [v for v in vars(d).values() if hasattr(v, "generate")]
+    align(smac, sk, seed)
     return sk, controller, smac
 
 
 def lockstep(scenario, options, battles, seed=0):
     sk, controller, smac = build(scenario, seed, options)
-    rng = np.random.default_rng(seed)
-    steps = wins = 0
     try:
-        for battle in range(battles):
-            obs, state = smac.reset()
-            sk_obs, sk_state = controller.reset_result
-            v1.same(f"battle {battle} reset obs", obs, sk_obs)
-            v1.same(f"battle {battle} reset state", state, sk_state)
-            for t in range(smac.episode_limit + 1):
-                avail = np.asarray(smac.get_avail_actions())
-                v1.same(f"battle {battle} step {t} avail", avail, sk.get_avail_actions(), atol=0)
-                actions = [int(rng.choice(np.flatnonzero(row))) for row in avail]
-                controller.pending = actions
-                reward, terminated, info = smac.step(actions)
-                sk_reward, sk_terminated, sk_info = controller.result
-                where = f"battle {battle} step {t}"
-                v1.same(f"{where} reward", reward, sk_reward)
-                if terminated != sk_terminated or bool(info["battle_won"]) != bool(sk_info["battle_won"]):
-                    ends = f"SMACv2 ends {terminated, info}, skirmish_v2 {sk_terminated, sk_info}"
-                    raise v1.Mismatch(f"{where}: {ends}")
-                sk_obs = sk.get_obs()  # first: it draws the agents' order, SMACv2 takes it
-                v1.same(f"{where} obs", smac.get_obs(), sk_obs)
-                v1.same(f"{where} state", smac.get_state(), sk.get_state())
-                steps += 1
-                if terminated:
-                    wins += bool(info["battle_won"])
-                    break
+        steps, wins = v1.play(
+            smac,
+            sk,
+            battles,
+            seed,
+            reset=lambda: (*smac.reset(), *controller.reset_result),
+            before=lambda actions: setattr(controller, "pending", actions),  # played inside SMACv2's step
+            sk_step=lambda actions: controller.result,
+            stats=False,  # the wrapper's get_stats counts what its inner env counts: compared by v1
+        )
     finally:
         smac.close()
         sk.close()
@@ -222,21 +205,7 @@ def lockstep(scenario, options, battles, seed=0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "scenarios", nargs="*", help=f"skirmish_v2 scenarios (default: {', '.join(SCENARIOS)})"
-    )
-    parser.add_argument("--battles", type=int, default=2)
-    parser.add_argument("--options", default="default", choices=sorted(OPTIONS))
-    args = parser.parse_args(argv)
-    for name in args.scenarios or SCENARIOS:
-        try:
-            out = lockstep(name, OPTIONS[args.options], args.battles)
-        except v1.Mismatch as e:
-            print(json.dumps({"scenario": name, "options": args.options, "mismatch": str(e)}))
-            return 1
-        print(json.dumps({**out, "options": args.options}), flush=True)
-    return 0
+    return v1.cli(argv, lockstep, SCENARIOS, OPTIONS, key="scenario", what="skirmish_v2 scenarios")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ import argparse
 import copy
 import json
 import os
-import random
 import sys
-import types
 
 import numpy as np
 
@@ -57,68 +55,24 @@ def v2_pair(scenario, seed):
         map_name=args["map_name"], capability_config=cap, seed=seed, sim_options={"enemy_obs_mode": "smacv2"}
     )
     sk.max_reward = None  # from the first battle SMACv2 plays, as SMACv2's
-    # SMACv2 builds the agents' observations in an order from Python's random; it takes skirmish's
-    order = smacv2_referee._SharedOrder(sk._obs_rng)
-    sk._obs_rng = order
-
-    def shuffle(agents):
-        agents[:] = [int(i) for i in order.last]
-
-    from smacv2.env.starcraft2 import starcraft2
-
-    starcraft2.random = types.SimpleNamespace(shuffle=shuffle)
-    random.seed(seed)
-    np.random.seed(seed)
-    todo, k = list(smac.env_key_to_distribution_map.values()), 0
-    while todo:  # SMACv2's distributions draw from OS entropy: seeded here so a run repeats
-        d = todo.pop()
-        if hasattr(d, "rng"):
-            d.rng, k = np.random.default_rng([seed, k]), k + 1
-        todo += [v for v in vars(d).values() if hasattr(v, "generate")]
+    smacv2_referee.align(smac, sk, seed)
     return smac, sk
 
 
 def lockstep(name, battles, seed, v2):
     smac, sk = (v2_pair if v2 else v1_pair)(name, seed)
-    rng = np.random.default_rng(seed)
-    steps = wins = 0
+
+    def reset():
+        if not v2:
+            return (*smac.reset(), *sk.reset())
+        config = {}  # the wrapper's reset, with skirmish first (it draws the agents' order)
+        for d in smac.env_key_to_distribution_map.values():
+            config = {**config, **d.generate()}
+        sk_out = sk.reset(_positions_as_created(config))
+        return (*smac.env.reset(config), *sk_out)
+
     try:
-        for battle in range(battles):
-            if v2:  # the wrapper's reset, with skirmish first (it draws the agents' order)
-                config = {}
-                for d in smac.env_key_to_distribution_map.values():
-                    config = {**config, **d.generate()}
-                sk_obs, sk_state = sk.reset(_positions_as_created(config))
-                obs, state = smac.env.reset(config)
-            else:
-                obs, state = smac.reset()
-                sk_obs, sk_state = sk.reset()
-            v1.same(f"battle {battle} reset obs", obs, sk_obs)
-            v1.same(f"battle {battle} reset state", state, sk_state)
-            for t in range(smac.episode_limit + 1):
-                avail = np.asarray(smac.get_avail_actions())
-                v1.same(f"battle {battle} step {t} avail", avail, sk.get_avail_actions(), atol=0)
-                actions = [int(rng.choice(np.flatnonzero(row))) for row in avail]
-                reward, terminated, info = smac.step(actions)
-                sk_reward, sk_terminated, sk_info = sk.step(actions)
-                where = f"battle {battle} step {t}"
-                v1.same(f"{where} reward", reward, sk_reward)
-                if terminated != sk_terminated or bool(info["battle_won"]) != bool(sk_info["battle_won"]):
-                    ends = f"SMAC ends {terminated, info}, skirmish {sk_terminated, sk_info}"
-                    raise v1.Mismatch(f"{where}: {ends}")
-                sk_obs = sk.get_obs()
-                v1.same(f"{where} obs", smac.get_obs(), sk_obs)
-                v1.same(f"{where} state", smac.get_state(), sk.get_state())
-                steps += 1
-                if terminated:
-                    wins += bool(info["battle_won"])
-                    break
-            if not v2:
-                ours, theirs = sk.get_stats(), smac.get_stats()
-                for key in ("battles_won", "battles_game", "battles_draw", "timeouts"):
-                    if ours[key] != theirs[key]:
-                        stats = f"SMAC {theirs[key]}, skirmish {ours[key]}"
-                        raise v1.Mismatch(f"battle {battle} stats {key}: {stats}")
+        steps, wins = v1.play(smac, sk, battles, seed, reset, sk_step=sk.step, stats=not v2)
     finally:
         smac.close()
     return {"map": name, "steps": steps, "battles": battles, "won": wins}

@@ -48,6 +48,12 @@ def run(args, sc2path, timeout=600):
     )
 
 
+def run_main(sc2path, results, *overrides, config="qmix", env="sc2", timeout=600):
+    """src/main.py in a process of its own, on the game (or stand-in) at sc2path."""
+    argv = ["src/main.py", f"--config={config}", f"--env-config={env}", "with", *overrides]
+    return run([*argv, f"local_results_path={results}"], sc2path, timeout=timeout)
+
+
 def lockstep_lines(done):
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert not [line for line in lines if "mismatch" in line], lines
@@ -87,18 +93,7 @@ def test_smacv2_through_the_standin_equals_skirmish_v2(sc2path):
 def test_main_runs_on_the_standin(sc2path, tmp_path, config, env, arg):
     if not (HAVE["smacv2" if env == "sc2v2" else "smac"] and HAVE["pysc2"]):
         pytest.skip(f"SMAC{'v2' if env == 'sc2v2' else ''} or PySC2 not installed ({INSTALL})")
-    done = run(
-        [
-            "src/main.py",
-            f"--config={config}",
-            f"--env-config={env}",
-            "with",
-            arg,
-            "t_max=2000",
-            f"local_results_path={tmp_path}",
-        ],
-        sc2path,
-    )
+    done = run_main(sc2path, tmp_path, arg, "t_max=2000", config=config, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     (record,) = glob.glob(os.path.join(str(tmp_path), "sacred", "*", "*", "*", "[0-9]*"))
     with open(os.path.join(record, "run.json")) as f:
@@ -122,19 +117,7 @@ def test_a_standin_that_dies_mid_run_ends_it_with_the_launch_error(sc2path, tmp_
         f"{body}\nif [ -e '{marker}' ]; then sleep 2; exit 1; fi\ntouch '{marker}'\n"
         f"{exec_line.replace('exec ', 'exec timeout 12 ', 1)}\n"
     )
-    done = run(
-        [
-            "src/main.py",
-            "--config=qmix",
-            "--env-config=sc2",
-            "with",
-            "env_args.map_name=3m",
-            "t_max=100000",
-            f"local_results_path={tmp_path / 'results'}",
-        ],
-        str(game),
-        timeout=300,
-    )
+    done = run_main(str(game), tmp_path / "results", "env_args.map_name=3m", "t_max=100000", timeout=300)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
@@ -157,18 +140,12 @@ def test_a_game_that_never_answers_ends_the_run_within_sc2_timeout(tmp_path):
     launcher = standin.install(str(game))
     with open(launcher, "w") as f:  # accepts PySC2's WebSocket, then says nothing
         f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.join(HERE, "silent_sc2.py")}" "$@"\n')
-    done = run(
-        [
-            "src/main.py",
-            "--config=qmix",
-            "--env-config=sc2",
-            "with",
-            "env_args.map_name=3m",
-            "env_args.sc2_timeout=5",
-            "t_max=2000",
-            f"local_results_path={tmp_path / 'results'}",
-        ],
+    done = run_main(
         str(game),
+        tmp_path / "results",
+        "env_args.map_name=3m",
+        "env_args.sc2_timeout=5",
+        "t_max=2000",
         timeout=120,
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
