@@ -425,3 +425,12 @@ def real_smac_check(*args):
         [sys.executable, script, *args], capture_output=True, text=True, timeout=900, env=env
     )
     assert done.stdout.strip().splitlines()[-1:] == ["ok"], done.stdout[-2000:] + done.stderr[-3000:]
+
+
+def hide_package(monkeypatch, name):
+    """Make `import name` (and any of its modules, even ones imported earlier in this process) fail
+    as if the package were not installed."""
+    import sys
+
+    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")] + [name]:
+        monkeypatch.setitem(sys.modules, module, None)

@@ -8,7 +8,7 @@ import pytest
 
 import main
 from envs import sc2_env
-from helpers import real_smac_check
+from helpers import hide_package, real_smac_check
 from utils.errors import ConfigError
 
 
@@ -94,7 +94,7 @@ def test_step_passes_a_list_and_attributes_pass_through(wrapped):
 
 
 def test_missing_smac_names_what_to_install(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "smac", None)  # import smac -> ImportError
+    hide_package(monkeypatch, "smac")  # import smac -> ImportError, where SMAC is installed too
     with pytest.raises(ConfigError, match="git\\+https://github.com/oxwhirl/smac.git"):
         sc2_env.load_smac()
     assert main.main(["--env-config=sc2", "with", "env_args.map_name=3m"]) == 2

@@ -9,7 +9,7 @@ import pytest
 
 import main
 from envs import smacv2_env
-from helpers import real_smac_check
+from helpers import hide_package, real_smac_check
 from utils.errors import ConfigError
 
 
@@ -133,7 +133,7 @@ def test_reset_none_steps_stats_and_deaths(fake_smacv2):
 
 
 def test_missing_smacv2_names_what_to_install(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "smacv2", None)
+    hide_package(monkeypatch, "smacv2")  # where SMACv2 is installed (and was imported) too
     with pytest.raises(ConfigError, match="git\\+https://github.com/oxwhirl/smacv2.git"):
         smacv2_env.load_smacv2()
     assert main.main(["--env-config=sc2v2", "with", "env_args.scenario=zerg_5_vs_5"]) == 2
