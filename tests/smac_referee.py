@@ -212,21 +212,26 @@ def play(smac, sk, battles, seed, reset, sk_step, before=None, stats=True):
     return steps, wins
 
 
-def lockstep(map_name, options, battles, seed=0):
-    sk, controller, smac = build(map_name, seed, options)
+def play_controlled(sk, controller, smac, battles, seed, stats=True):
+    """play() with skirmish stepped by the controller inside SMAC's own step; closes both."""
     try:
-        steps, wins = play(
+        return play(
             smac,
             sk,
             battles,
             seed,
             reset=lambda: (*smac.reset(), *controller.reset_result),
-            before=lambda actions: setattr(controller, "pending", actions),  # played inside SMAC's step
+            before=lambda actions: setattr(controller, "pending", actions),
             sk_step=lambda actions: controller.result,
+            stats=stats,
         )
     finally:
         smac.close()
         sk.close()
+
+
+def lockstep(map_name, options, battles, seed=0):
+    steps, wins = play_controlled(*build(map_name, seed, options), battles, seed)
     return {"map": map_name, "steps": steps, "battles": battles, "won": wins}
 
 

@@ -186,21 +186,8 @@ def build(scenario, seed, options):
 
 
 def lockstep(scenario, options, battles, seed=0):
-    sk, controller, smac = build(scenario, seed, options)
-    try:
-        steps, wins = v1.play(
-            smac,
-            sk,
-            battles,
-            seed,
-            reset=lambda: (*smac.reset(), *controller.reset_result),
-            before=lambda actions: setattr(controller, "pending", actions),  # played inside SMACv2's step
-            sk_step=lambda actions: controller.result,
-            stats=False,  # the wrapper's get_stats counts what its inner env counts: compared by v1
-        )
-    finally:
-        smac.close()
-        sk.close()
+    # stats=False: the wrapper's get_stats counts what its inner env counts, which v1 compares
+    steps, wins = v1.play_controlled(*build(scenario, seed, options), battles, seed, stats=False)
     return {"scenario": scenario, "steps": steps, "battles": battles, "won": wins}
 
 
