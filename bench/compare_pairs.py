@@ -12,10 +12,14 @@ runs whose configs differ in more than the seed and bookkeeping are never pooled
 is split, each part named by the keys that differ (`differ_qmix (lr=0.001)`). The runs must be
 of one task (map or scenario): --filter KEY=VALUE (repeatable, e.g. env_args.map_name=2s3z)
 chooses it. Prints a markdown table:
-each group's mean over seeds, then X minus Y with its Welch 95% interval. With --reach, a second
-table: for each group and level, the median over seeds of the first step at which a run's value
-reached the level, and how many seeds ever reached it (a median of seeds that never reached it is
-"not reached").
+each group's mean over seeds, then X minus Y with its Welch 95% interval, and the probability
+that a run of X ends above a run of Y (last K values; ties count half) with its stratified-bootstrap
+95% interval. "best" is each run's best logged value (best-of-run: the figure papers that report
+one run a cell give), averaged over seeds. With --reach, a second table: for each group and level,
+the median over seeds of the first step at which a run's value reached the level, and how many
+seeds ever reached it (a median of seeds that never reached it is "not reached"). With --summary,
+one row per group (every group, or those of the pairs): last K and best-of-run with their 95%
+t-intervals over seeds, and the first-reach steps.
 """
 
 import argparse
@@ -39,7 +43,7 @@ def run_values(df, steps, last):
         idx = np.searchsorted(t, steps)
         if idx.max() >= len(t):
             raise SystemExit(f"error: {run} logged up to t_env {t[-1]}, short of {max(steps)}")
-        out[run] = list(v[idx]) + [v[-last:].mean()]
+        out[run] = list(v[idx]) + [v[-last:].mean(), v.max()]
     return out
 
 
@@ -65,6 +69,15 @@ def median_reach(steps):
     return (lo + hi) / 2, len(reached)
 
 
+def reach_cells(g, levels):
+    """One group's runs -> "<median first step> (k/n seeds)" per level."""
+    n, cells = g["run_dir"].nunique(), []
+    for level in levels:
+        step, k = median_reach(list(first_reach(g, level).values()))
+        cells.append(f"{'not reached' if step is None else f'{step / 1000:.0f}k'} ({k}/{n} seeds)")
+    return cells
+
+
 def welch(x, y):
     """(mean x - mean y, half-width of its 95% Welch interval)."""
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
@@ -72,6 +85,27 @@ def welch(x, y):
         return x.mean() - y.mean(), 0.0
     df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
     return x.mean() - y.mean(), stats.t.ppf(0.975, df) * np.sqrt(vx + vy)
+
+
+def t_interval(x):
+    """(mean, half-width of the 95% t-interval of the mean); the half-width is None under 2 runs."""
+    if len(x) < 2:
+        return x.mean(), None
+    return x.mean(), stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+
+
+def improvement(x, y, reps=2000, seed=0):
+    """P(a run of X above a run of Y), ties half, over every pair of runs, and the 95% percentile
+    interval of a bootstrap that resamples each group's runs apart (rliable's estimator)."""
+    def p(a, b):
+        d = a[..., :, None] - b[..., None, :]
+        return ((d > 0) + 0.5 * (d == 0)).mean(axis=(-2, -1))
+
+    rng = np.random.default_rng(seed)
+    xs = x[rng.integers(0, len(x), size=(reps, len(x)))]
+    ys = y[rng.integers(0, len(y), size=(reps, len(y)))]
+    boot = p(xs, ys)
+    return float(p(x, y)), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
 
 
 def pairable(df, group_by, filters):
@@ -98,7 +132,8 @@ def pairable(df, group_by, filters):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dirs", nargs="+", help="folders holding Sacred runs (searched recursively)")
-    p.add_argument("--pair", action="append", required=True, help="X:Y, two group names (repeatable)")
+    p.add_argument("--pair", action="append", default=[], help="X:Y, two group names (repeatable)")
+    p.add_argument("--summary", action="store_true", help="one row per group: last K, best, reach")
     p.add_argument("--metric", default="test_return_mean")
     p.add_argument("--group-by", default="name")
     p.add_argument("--steps", default="100000,250000,500000,750000,1000000")
@@ -119,9 +154,13 @@ def main():
     values = df["value"].to_numpy(dtype=float)
     nd = a.digits if a.digits is not None else (2 if ((values >= 0) & (values <= 1)).all() else 1)
 
-    head = [f"{s // 1000}k" if s < 1_000_000 else f"{s / 1e6:g}M" for s in steps] + [f"last {a.last}"]
-    print("| group | seeds | " + " | ".join(head) + " |")
-    print("|---|---|" + "---|" * len(head))
+    if not a.pair and not a.summary:
+        raise SystemExit("error: give --pair X:Y (repeatable), --summary, or both")
+    levels = [float(v) for v in a.reach.split(",")] if a.reach else []
+    head = [f"{s // 1000}k" if s < 1_000_000 else f"{s / 1e6:g}M" for s in steps] + [f"last {a.last}", "best"]
+    if a.pair:
+        print("| group | seeds | " + " | ".join(head) + f" | P(X > Y), last {a.last} |")
+        print("|---|---|" + "---|" * (len(head) + 1))
     for pair in a.pair:
         x_name, _, y_name = pair.partition(":")
         for name in (x_name, y_name):
@@ -131,26 +170,38 @@ def main():
         if min(len(x), len(y)) < 2:
             raise SystemExit(f"error: {pair} needs at least two runs in each group")
         for name, vals in ((y_name, y), (x_name, x)):
-            print(f"| {name} | {len(vals)} | " + " | ".join(f"{m:.{nd}f}" for m in vals.mean(0)) + " |")
+            print(f"| {name} | {len(vals)} | " + " | ".join(f"{m:.{nd}f}" for m in vals.mean(0)) + " | |")
         cells = []
         for j in range(x.shape[1]):
             d, h = welch(x[:, j], y[:, j])
             cells.append(f"{d:+.{nd}f} [{d - h:+.{nd}f}, {d + h:+.{nd}f}]")
-        print(f"| *{x_name} - {y_name}* | | " + " | ".join(cells) + " |")
-    if a.reach:
-        levels = [float(v) for v in a.reach.split(",")]
-        names = list(dict.fromkeys(n for pair in a.pair for n in reversed(pair.split(":", 1))))
+        poi, lo, hi = improvement(x[:, -2], y[:, -2])
+        print(f"| *{x_name} - {y_name}* | | " + " | ".join(cells) + f" | {poi:.2f} [{lo:.2f}, {hi:.2f}] |")
+    names = list(dict.fromkeys(n for pair in a.pair for n in reversed(pair.split(":", 1))))
+    if a.summary:
+        if not names:
+            names = sorted(groups)
+        print()
+        reach_head = "".join(f" first reaches {v:g} |" for v in levels)
+        print(f"| group | seeds | last {a.last} [95%] | best-of-run [95%] |" + reach_head)
+        print("|---|---|---|---|" + "---|" * len(levels))
+        for name in names:
+            if name not in groups:
+                raise SystemExit(f"error: no group {name!r}; groups: {', '.join(sorted(map(str, groups)))}")
+            vals = np.array(list(groups[name].values()))
+            cells = []
+            for col in (-2, -1):
+                m, h = t_interval(vals[:, col])
+                cells.append(f"{m:.{nd}f}" + ("" if h is None else f" [{m - h:.{nd}f}, {m + h:.{nd}f}]"))
+            cells += reach_cells(df[df["group"] == name], levels)
+            print(f"| {name} | {len(vals)} | " + " | ".join(cells) + " |")
+    elif levels:
         print()
         print("| group | seeds | " + " | ".join(f"first reaches {v:g}" for v in levels) + " |")
         print("|---|---|" + "---|" * len(levels))
         for name in names:
             g = df[df["group"] == name]
-            n = g["run_dir"].nunique()
-            cells = []
-            for level in levels:
-                step, k = median_reach(list(first_reach(g, level).values()))
-                cells.append(f"{'not reached' if step is None else f'{step / 1000:.0f}k'} ({k}/{n} seeds)")
-            print(f"| {name} | {n} | " + " | ".join(cells) + " |")
+            print(f"| {name} | {g['run_dir'].nunique()} | " + " | ".join(reach_cells(g, levels)) + " |")
     note = plot.simulator_note(df)
     if note:
         print(f"\n*{note}.*")

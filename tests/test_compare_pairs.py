@@ -66,3 +66,24 @@ def test_welch_interval_has_zero_width_when_neither_group_varies_and_widens_othe
     assert cp.welch(np.zeros(2), np.zeros(3)) == (0.0, 0.0)
     diff, half = cp.welch(np.array([0.2, 0.3]), np.zeros(3))
     assert np.isclose(diff, 0.25) and np.isfinite(half) and half > 0.25  # 2 seeds: a wide interval
+
+
+def test_probability_of_improvement_counts_ties_half_and_its_interval_covers_it():
+    import numpy as np
+
+    cp = load()
+    x, y = np.array([0.9, 0.5, 0.7]), np.array([0.5, 0.1])
+    p, lo, hi = cp.improvement(x, y)
+    assert np.isclose(p, 5.5 / 6)  # 6 pairs of runs, one a tie (0.5 against 0.5)
+    assert lo <= p <= hi and 0 <= lo and hi <= 1
+    assert np.isclose(cp.improvement(y, x)[0], 1 - p)  # the reverse order is the complement
+    assert cp.improvement(np.ones(3), np.zeros(3)) == (1.0, 1.0, 1.0)
+
+
+def test_t_interval_of_seeds():
+    import numpy as np
+
+    cp = load()
+    m, h = cp.t_interval(np.array([0.2, 0.4, 0.6]))
+    assert np.isclose(m, 0.4) and np.isclose(h, 4.302653 * 0.2 / np.sqrt(3), rtol=1e-5)
+    assert cp.t_interval(np.array([0.3])) == (0.3, None)
