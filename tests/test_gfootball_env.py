@@ -160,6 +160,43 @@ def test_reward_forms_and_the_cds_layout():
 
 
 @needs_grf
+def test_checkpoint_reward_equals_gfootballs_own_wrapper_step_for_step():
+    """gfootball's CheckpointRewardWrapper, fed the engine's per-player rewards of our episodes,
+    gives per agent what our checkpoints add: summed, their sum; score, the goal once plus their mean."""
+    from gfootball.env import wrappers
+
+    for form in ("summed", "score"):
+        env = make(seed=3, reward=form, checkpoints=True)
+        ref = wrappers.CheckpointRewardWrapper(env.env)
+        engine_step, theirs = env.env.step, []
+
+        def step(actions, engine_step=engine_step, ref=ref, theirs=theirs):
+            obs, rewards, done, info = engine_step(actions)
+            theirs.append((float(np.reshape(rewards, -1)[0]), ref.reward(np.array(rewards, dtype=float).reshape(-1))))
+            return obs, rewards, done, info
+
+        env.env.step = step
+        rng = np.random.default_rng(0)  # mostly run right, sometimes shoot: a goal in 12 episodes
+        goals = bonus_steps = 0
+        for _ in range(12):
+            env.reset()
+            ref._collected_checkpoints = {}
+            for _ in range(env.episode_limit):
+                r, done, info = env.step(rng.choice([5, 5, 12], size=env.n_agents))
+                score, per_agent = theirs[-1]
+                want = per_agent.sum() if form == "summed" else score + (per_agent - score).mean()
+                assert r == pytest.approx(want, abs=1e-12)
+                bonus_steps += bool((per_agent - score).any())
+                if done:
+                    goals += info["goal"]
+                    break
+        assert goals >= 1 and bonus_steps > goals  # both branches: zones with the ball, and a goal
+        env.close()
+    with pytest.raises(ConfigError, match="checkpoints=True does not go with env_args.reward=cds"):
+        make(reward="cds", checkpoints=True)
+
+
+@needs_grf
 def test_own_half_end_needs_attackers_only():
     with pytest.raises(
         ConfigError, match="ends every academy_counterattack_hard episode at once with n_agents=11"

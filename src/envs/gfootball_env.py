@@ -20,6 +20,12 @@ Choices (env_args), with the peers' settings named:
 - reward: score (the team's score change, +1 for a goal, -1 conceded, counted once), summed
   (PyMARL2's: each controlled player's reward added up, a goal is +n_agents), cds (CDS's academy
   wrappers: 100 for a goal, -1 on any other end).
+- checkpoints: gfootball's dense "checkpoints" reward added (its rewards='scoring,checkpoints', the
+  MAPPO and RLlib GRF setting): an agent whose player holds the ball earns 0.1 for each of 10
+  zones it has newly brought the ball into on the way to the opponent's goal (distance from 0.99
+  down to 0.19), at most once per zone and episode, and a goal pays its unearned zones. Each
+  agent earns its own (keyed by agent, as gfootball keys them); the team reward adds their mean
+  (score; cds is refused) or their sum (summed, PyMARL2's sum of the players' rewards).
 - own_half_end: the episode ends (terminated) when the ball or one of the team's last n_agents
   players is in its own half, as CDS's and DIFFER's academy wrappers end it.
 - Every agent is terminated together at a true end (DIFFER's indi_terminated for GRF: no player
@@ -49,12 +55,14 @@ DEFAULTS = {
     "time_limit": None,
     "obs": "simple115",
     "reward": "score",
+    "checkpoints": False,
     "own_half_end": False,
     "time_limit_terminal": False,
     "seed": None,
 }
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}  # the framework's; one team reward here
 NORMAL_MODE = 0  # e_GameMode_Normal
+CHECKPOINTS, CHECKPOINT_REWARD = 10, 0.1  # gfootball's checkpoint zones and their reward
 
 
 def load_gfootball():
@@ -121,9 +129,14 @@ def validate_env_args(env_args):
         raise ConfigError(
             f"env_args.reward={args['reward']!r} is not valid; valid choices: {', '.join(REWARD_CHOICES)}"
         )
-    for key in ("own_half_end", "time_limit_terminal"):
+    for key in ("checkpoints", "own_half_end", "time_limit_terminal"):
         if not isinstance(args[key], bool):
             raise ConfigError(f"env_args.{key}={args[key]!r} is not valid; valid choices: True, False")
+    if args["checkpoints"] and args["reward"] == "cds":
+        raise ConfigError(
+            "env_args.checkpoints=True does not go with env_args.reward=cds (CDS's reward has no "
+            "checkpoints); valid with reward: score, summed"
+        )
     if args["n_agents"] != "attackers":
         _positive_int_or_none("n_agents", args["n_agents"])
     _positive_int_or_none("time_limit", args["time_limit"])
@@ -201,6 +214,8 @@ class GFootballEnv(MultiAgentEnv):
         self.episode_limit = args["time_limit"] or facts["game_duration"]
         self.obs_form, self.reward_form = args["obs"], args["reward"]
         self.own_half_end = args["own_half_end"]
+        self.checkpoints = args["checkpoints"]
+        self._zones = np.zeros(self.n_agents, dtype=np.int64)  # checkpoint zones collected
         self.time_limit_terminal = args["time_limit_terminal"]
         self._config = config.Config(
             {"level": self.map_name, "players": [f"agent:left_players={self.n_agents}"]}
@@ -231,6 +246,7 @@ class GFootballEnv(MultiAgentEnv):
         self._steps = 0
         self._terminated[:] = 0
         self._goal = self._conceded = 0
+        self._zones[:] = 0
         if self.own_half_end and self._in_own_half():
             raise ConfigError(
                 f"env_args.own_half_end=True ends every {self.map_name} episode at once with "
@@ -268,11 +284,28 @@ class GFootballEnv(MultiAgentEnv):
         return self._reward(score, ended), ended, info
 
     def _reward(self, score, ended):
+        bonus = self._checkpoint_bonus(score) if self.checkpoints else np.zeros(self.n_agents)
         if self.reward_form == "score":
-            return score
+            return score + float(bonus.mean())
         if self.reward_form == "summed":
-            return score * self.n_agents
+            return float((score + bonus).sum())
         return 100.0 if score > 0 else -float(ended)
+
+    def _checkpoint_bonus(self, score):
+        """Each agent's checkpoint reward this step (its zones newly reached with the ball, 0.1 a
+        zone; all unearned zones on a goal) from the raw observations just received."""
+        before = self._zones.copy()
+        if score > 0:
+            self._zones[:] = CHECKPOINTS
+        else:
+            for i, o in enumerate(self._raw[: self.n_agents]):
+                if o["ball_owned_team"] != 0 or o["ball_owned_player"] != o["active"]:
+                    continue
+                d = float(np.hypot(o["ball"][0] - 1.0, o["ball"][1]))
+                # zone k is reached at distance <= 0.99 - 0.8 k / 9; count those passed, in order
+                while self._zones[i] < CHECKPOINTS and d <= 0.99 - 0.8 / (CHECKPOINTS - 1) * self._zones[i]:
+                    self._zones[i] += 1
+        return CHECKPOINT_REWARD * (self._zones - before)
 
     # --- what the agents see ----------------------------------------------------------------------
     def get_obs(self):
