@@ -4,6 +4,7 @@
         [--ray-address A]
     python src/sweep.py --config qmix --env-config mpe --seeds 1,2,3 [key=value ...]
     python src/sweep.py SWEEP.yaml --env-config sc2     # the same sweep on another env config
+    python src/sweep.py SWEEP.yaml env_args.map_name=MMM2   # ... with these overrides instead
 
 A sweep file:
 
@@ -111,7 +112,11 @@ def parse_args(argv):
     )
     p.add_argument("--seeds", help="without a file: comma-separated seeds, e.g. 1,2,3")
     p.add_argument("--experiment", help="without a file: experiment name (default: <config>_<env>)")
-    p.add_argument("overrides", nargs="*", help="without a file: key=value overrides for every run")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        help="key=value overrides for every run (with a file: replacing or adding to its overrides)",
+    )
     return p.parse_args(argv)
 
 

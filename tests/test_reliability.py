@@ -759,6 +759,26 @@ def test_a_sweep_file_retargeted_with_env_config_keeps_its_records_apart(tmp_pat
     assert "varies env_config in its grid" in capsys.readouterr().err
 
 
+def test_overrides_after_a_sweep_file_make_other_runs_of_the_same_sweep(tmp_path, capsys):
+    import sweep
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "experiment: sharing\nenv_config: skirmish\ngrid: {config: [qmix, vdn]}\nseeds: [1, 2]\n"
+        "overrides: {env_args.map_name: 2s3z, t_max: 1000}\n"
+    )
+    own = sweep.expand(sweep.load_spec(str(path)))
+    spec = sweep.spec_from_args(sweep.parse_args([str(path), "env_args.map_name=MMM2", "lr=0.001"]))
+    runs = sweep.expand(spec)
+    assert [r["overrides"] for r in runs] == [{"env_args.map_name": "MMM2", "t_max": 1000, "lr": 0.001}] * 4
+    assert [(r["config"], r["seed"]) for r in runs] == [(r["config"], r["seed"]) for r in own]
+    assert not {r["key"] for r in runs} & {r["key"] for r in own}  # told apart from the file's runs
+    assert sweep.main([str(path), "config=qmix", "--dry-run"]) == 2
+    assert "varies config in its grid; edit the grid instead" in capsys.readouterr().err
+    assert sweep.main([str(path), "local_results_path=x", "--dry-run"]) == 2
+    assert "local_results_path is the sweep's own" in capsys.readouterr().err
+
+
 def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, monkeypatch):
     import run
 

@@ -145,8 +145,11 @@ def report(spec, runs, done, busy, wanted=None):
     """One line a run: done, busy, held (by --only), resume (from where) or run."""
     print(
         f"sweep {spec['experiment']}: {len(runs)} runs, {len(done & keys(runs))} already completed"
-        + (f", {len(busy & keys(runs))} running now in another process (left to it)" if busy else "")
+        + (f", {len(busy & keys(runs))} running now in another process (left to it)" if busy & keys(runs) else "")
     )
+    if spec.get("command_line_overrides"):
+        given = " ".join(f"{k}={v}" for k, v in spec["command_line_overrides"].items())
+        print(f"  every run with {given} (from the command line)")
     for r in runs:
         if r["key"] in done:
             print("  done   " + describe(r))

@@ -25,7 +25,7 @@ SPEC_KEYS = {
     "checkpoint_buffer",
     "archive",
     "archive_checkpoints",
-}
+}  # and command_line_overrides, set from key=value after a sweep file (never read from one)
 
 
 def load_spec(path):
@@ -98,29 +98,43 @@ def retarget(spec, env_config, path):
         spec["archive"] = f"{str(spec['archive']).rstrip('/')}_{env_config}"
 
 
+def override_file(spec, overrides, path):
+    """key=value after a sweep file: the same sweep with these `with` overrides replacing or adding
+    to the file's (another map: env_args.map_name=MMM2). Each run's key names its overrides, so
+    these runs are told from the file's own in the results and the archive; a key the grid varies
+    cannot be fixed this way."""
+    varied = sorted(set(overrides) & set(spec.get("grid") or {}))
+    if varied:
+        raise ConfigError(f"{path} varies {', '.join(varied)} in its grid; edit the grid instead")
+    if "local_results_path" in overrides:
+        raise ConfigError("local_results_path is the sweep's own (its `results` key), not an override")
+    spec["overrides"] = {**(spec.get("overrides") or {}), **overrides}
+    spec["command_line_overrides"] = overrides
+
+
 def spec_from_args(a):
     if a.file and "=" in a.file and not os.path.exists(a.file):  # an override, not a file
         a.overrides.insert(0, a.file)
         a.file = None
-    if a.file:
-        if a.config or a.seeds:
-            raise ConfigError("give either a sweep file or --config/--seeds, not both")
-        if a.overrides:
-            raise ConfigError(f"key=value overrides go in the sweep file, got {a.overrides}")
-        spec = load_spec(a.file)
-        if a.env_config:
-            retarget(spec, a.env_config, a.file)
-        return spec
-    if not a.config:
-        raise ConfigError(
-            "give a sweep file, or --config (and --env-config, --seeds) for seeds of one configuration"
-        )
     overrides = {}
     for o in a.overrides:
         if "=" not in o:
             raise ConfigError(f"override '{o}' must look like key=value")
         k, v = o.split("=", 1)
         overrides[k] = yaml.safe_load(v)
+    if a.file:
+        if a.config or a.seeds:
+            raise ConfigError("give either a sweep file or --config/--seeds, not both")
+        spec = load_spec(a.file)
+        if a.env_config:
+            retarget(spec, a.env_config, a.file)
+        if overrides:
+            override_file(spec, overrides, a.file)
+        return spec
+    if not a.config:
+        raise ConfigError(
+            "give a sweep file, or --config (and --env-config, --seeds) for seeds of one configuration"
+        )
     try:
         seeds = [int(s) for s in (a.seeds or "1").split(",")]
     except ValueError:
