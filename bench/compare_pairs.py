@@ -97,6 +97,7 @@ def t_interval(x):
 def improvement(x, y, reps=2000, seed=0):
     """P(a run of X above a run of Y), ties half, over every pair of runs, and the 95% percentile
     interval of a bootstrap that resamples each group's runs apart (rliable's estimator)."""
+
     def p(a, b):
         d = a[..., :, None] - b[..., None, :]
         return ((d > 0) + 0.5 * (d == 0)).mean(axis=(-2, -1))

@@ -75,7 +75,7 @@ def test_probability_of_improvement_counts_ties_half_and_its_interval_covers_it(
     x, y = np.array([0.9, 0.5, 0.7]), np.array([0.5, 0.1])
     p, lo, hi = cp.improvement(x, y)
     assert np.isclose(p, 5.5 / 6)  # 6 pairs of runs, one a tie (0.5 against 0.5)
-    assert lo <= p <= hi and 0 <= lo and hi <= 1
+    assert lo <= p <= hi and lo >= 0 and hi <= 1
     assert np.isclose(cp.improvement(y, x)[0], 1 - p)  # the reverse order is the complement
     assert cp.improvement(np.ones(3), np.zeros(3)) == (1.0, 1.0, 1.0)
 

@@ -172,7 +172,8 @@ def test_checkpoint_reward_equals_gfootballs_own_wrapper_step_for_step():
 
         def step(actions, engine_step=engine_step, ref=ref, theirs=theirs):
             obs, rewards, done, info = engine_step(actions)
-            theirs.append((float(np.reshape(rewards, -1)[0]), ref.reward(np.array(rewards, dtype=float).reshape(-1))))
+            per_agent = ref.reward(np.array(rewards, dtype=float).reshape(-1))
+            theirs.append((float(np.reshape(rewards, -1)[0]), per_agent))
             return obs, rewards, done, info
 
         env.env.step = step

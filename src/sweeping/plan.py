@@ -143,9 +143,10 @@ def plan(spec, runs, a):
 
 def report(spec, runs, done, busy, wanted=None):
     """One line a run: done, busy, held (by --only), resume (from where) or run."""
+    elsewhere = len(busy & keys(runs))
     print(
         f"sweep {spec['experiment']}: {len(runs)} runs, {len(done & keys(runs))} already completed"
-        + (f", {len(busy & keys(runs))} running now in another process (left to it)" if busy & keys(runs) else "")
+        + (f", {elsewhere} running now in another process (left to it)" if elsewhere else "")
     )
     if spec.get("command_line_overrides"):
         given = " ".join(f"{k}={v}" for k, v in spec["command_line_overrides"].items())
