@@ -15,7 +15,7 @@ from modules.agents import REGISTRY as agent_REGISTRY
 from utils.errors import ConfigError
 
 
-def hpn_for(env_name, heads=2, **env_args):
+def hpn_for(env_name, heads=2, agent="hpn_rnn", **env_args):
     env = env_REGISTRY[env_name](**env_args)
     info = env.get_env_info()
     args = SimpleNamespace(
@@ -24,7 +24,7 @@ def hpn_for(env_name, heads=2, **env_args):
     )  # fmt: skip
     extra = info["n_actions"] + info["n_agents"]  # last action and agent id after the observation
     torch.manual_seed(0)
-    return agent_REGISTRY["hpn_rnn"](info["obs_shape"] + extra, args), info, extra
+    return agent_REGISTRY[agent](info["obs_shape"] + extra, args), info, extra
 
 
 def permuted(inputs, start, count, dim, order):
@@ -38,9 +38,9 @@ def permuted(inputs, start, count, dim, order):
     "env_name, env_args",
     [("skirmish", {"map_name": "5m_vs_6m"}), ("skirmish_v2", {"scenario": "zerg_5_vs_5"})],
 )
-@pytest.mark.parametrize("heads", [1, 2])
-def test_attack_values_follow_the_enemies_and_allies_change_nothing(env_name, env_args, heads):
-    agent, info, extra = hpn_for(env_name, heads=heads, seed=1, **env_args)
+@pytest.mark.parametrize("heads, agent_name", [(1, "hpn_rnn"), (2, "hpn_rnn"), (2, "deepset_hyper_rnn")])
+def test_attack_values_follow_the_enemies_and_allies_change_nothing(env_name, env_args, heads, agent_name):
+    agent, info, extra = hpn_for(env_name, heads=heads, agent=agent_name, seed=1, **env_args)
     d = info["obs_shape"] + extra
     inputs = torch.randn(7, 5, d)  # rows, steps
     hidden = agent.init_hidden(7)
@@ -61,8 +61,27 @@ def test_attack_values_follow_the_enemies_and_allies_change_nothing(env_name, en
     assert not torch.allclose(agent(changed, hidden)[0][..., first], q[..., first])
 
 
-def test_one_step_at_a_time_equals_the_sequence():
-    agent, info, extra = hpn_for("skirmish", map_name="3m", seed=1)
+def test_deepset_values_ignore_the_order_of_enemies_and_allies_alike():
+    """PyMARL3's deepset_rnn: invariant input, plain output, so no value follows its enemy."""
+    agent, info, extra = hpn_for("skirmish", agent="deepset_rnn", map_name="5m_vs_6m", seed=1)
+    inputs = torch.randn(7, 5, info["obs_shape"] + extra)
+    hidden = agent.init_hidden(7)
+    q, h = agent(inputs, hidden)
+    for group, seed in (("enemies", 3), ("allies", 4)):
+        start, count, dim = agent.groups[group]
+        order = torch.randperm(count, generator=torch.Generator().manual_seed(seed))
+        q_p, h_p = agent(permuted(inputs, start, count, dim, order), hidden)
+        assert torch.allclose(q_p, q, atol=1e-5) and torch.allclose(h_p, h, atol=1e-5)
+    changed = inputs.clone()
+    start, _, dim = agent.groups["enemies"]
+    changed[..., start : start + dim] += 1.0  # what an enemy is still matters
+    assert not torch.allclose(agent(changed, hidden)[0], q)
+    assert not hasattr(agent, "hyper_in") and not hasattr(agent, "hyper_out_w")
+
+
+@pytest.mark.parametrize("agent_name", ["hpn_rnn", "deepset_rnn", "deepset_hyper_rnn"])
+def test_one_step_at_a_time_equals_the_sequence(agent_name):
+    agent, info, extra = hpn_for("skirmish", agent=agent_name, map_name="3m", seed=1)
     inputs = torch.randn(4, 6, info["obs_shape"] + extra)
     q_seq, h_seq = agent(inputs, agent.init_hidden(4))
     h, outs = agent.init_hidden(4), []
@@ -82,6 +101,9 @@ RUNS = [
     ("hpn_qmix", "skirmish", "env_args.map_name=5m_vs_6m", []),
     ("hpn_vdn", "skirmish", "env_args.map_name=5m_vs_6m", ["runner=episode", "batch_size_run=1"]),
     ("hpn_qplex", "skirmish_v2", "env_args.map_name=zerg_5_vs_5", []),
+    ("deepset_qmix", "skirmish", "env_args.map_name=5m_vs_6m", []),
+    ("deepset_hyper_vdn", "skirmish_v2", "env_args.map_name=zerg_5_vs_5", []),
+    ("qmix_pymarl2", "skirmish", "env_args.map_name=5m_vs_6m", ["batch_size_run=2"]),  # HPN's baseline
     ("differ_qmix", "skirmish", "env_args.map_name=5m_vs_6m", ["agent=hpn_rnn"]),
     (
         "differ_qmix",
@@ -98,7 +120,7 @@ def test_hpn_configs_run(tmp_path, config, env, task, extra):
         f"--config={config}", f"--env-config={env}", "with", task, "t_max=300", "test_nepisode=2",
         "batch_size=2", "buffer_size=8", f"local_results_path={tmp_path}", "seed=1", *extra,
     ]  # fmt: skip
-    if config.startswith("hpn") and "runner=episode" not in extra:
+    if config.startswith(("hpn", "deepset")) and "runner=episode" not in extra:
         argv += ["batch_size_run=2"]
     assert main.main(argv) == 0
     (run,) = glob.glob(os.path.join(tmp_path, "sacred", "**", "run.json"), recursive=True)

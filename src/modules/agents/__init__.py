@@ -3,11 +3,19 @@ forward(inputs [n, T, input_shape], hidden [n, H] or None) -> (out [n, T, n_acti
 
 from utils.registry import Registry
 
-from .hpn_agent import HPNAgent
+from .hpn_agent import DeepSetAgent, DeepSetHyperAgent, HPNAgent
 from .mlp_agent import MLPAgent
 from .rnn_agent import RNNAgent
 from .transformer_agent import TransformerAgent
 
 REGISTRY = Registry(
-    "agent", {"rnn": RNNAgent, "mlp": MLPAgent, "transformer": TransformerAgent, "hpn_rnn": HPNAgent}
+    "agent",
+    {
+        "rnn": RNNAgent,
+        "mlp": MLPAgent,
+        "transformer": TransformerAgent,
+        "hpn_rnn": HPNAgent,
+        "deepset_rnn": DeepSetAgent,
+        "deepset_hyper_rnn": DeepSetHyperAgent,
+    },
 )

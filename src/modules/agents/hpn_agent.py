@@ -55,13 +55,16 @@ class HPNAgent(nn.Module):
     contractions they feed (the same function, without making every entity's weights)."""
 
     needs_entities = True  # an env that declares obs_entities and action_entities (SMAC-like)
+    hyper_input = True  # entity weights from a hypernetwork (HPN) or shared per group (Deep Sets)
+    hyper_output = True  # attack values from the enemy's hypernetwork (equivariant) or a linear map
+    name = "hpn_rnn"
 
     def __init__(self, input_shape, args, output_dim=None):
         super().__init__()
         layout, actions = getattr(args, "obs_entities", None), getattr(args, "action_entities", None)
         if not layout or not actions or actions.get("group") != "enemies":
             raise ConfigError(
-                "agent=hpn_rnn needs an env that declares its observation's entities and attack "
+                f"agent={self.name} needs an env that declares its observation's entities and attack "
                 "actions (skirmish, skirmish_v2, sc2, sc2v2 without obs_timestep_number)"
             )
         own, groups = entity_slices(input_shape, layout)
@@ -75,20 +78,28 @@ class HPNAgent(nn.Module):
         n_enemies = groups["enemies"][1]
         if self.first_attack + n_enemies != n_out:
             raise ConfigError(
-                f"agent=hpn_rnn: {n_out} actions are not {self.first_attack} basic ones and one "
+                f"agent={self.name}: {n_out} actions are not {self.first_attack} basic ones and one "
                 f"attack per enemy ({n_enemies})"
             )
         self.fc_own = nn.Linear(len(own), h)
-        self.hyper_in = nn.ModuleDict(
-            {name: hypernet(dim, hyper, dim * h * k) for name, (_, _, dim) in groups.items()}
-        )
-        self.merge_in = Merger(k, h)
+        if self.hyper_input:
+            self.hyper_in = nn.ModuleDict(
+                {name: hypernet(dim, hyper, dim * h * k) for name, (_, _, dim) in groups.items()}
+            )
+            self.merge_in = Merger(k, h)
+        else:  # Deep Sets: one weight matrix per entity group (no bias: the own layer has it)
+            self.fc_in = nn.ModuleDict(
+                {name: nn.Linear(dim, h, bias=False) for name, (_, _, dim) in groups.items()}
+            )
         self.rnn = nn.GRU(h, h, batch_first=True)
-        self.fc_basic = nn.Linear(h, self.first_attack)
-        e_dim = groups["enemies"][2]
-        self.hyper_out_w = hypernet(e_dim, hyper, h * k)
-        self.hyper_out_b = hypernet(e_dim, hyper, k)
-        self.merge_out = Merger(k, 1)
+        if self.hyper_output:
+            self.fc_basic = nn.Linear(h, self.first_attack)
+            e_dim = groups["enemies"][2]
+            self.hyper_out_w = hypernet(e_dim, hyper, h * k)
+            self.hyper_out_b = hypernet(e_dim, hyper, k)
+            self.merge_out = Merger(k, 1)
+        else:  # every action, attacks included, from the hidden state (not equivariant)
+            self.fc_out = nn.Linear(h, n_out)
 
     def init_hidden(self, n):
         return self.fc_own.weight.new_zeros(n, self.hidden_dim)
@@ -115,11 +126,15 @@ class HPNAgent(nn.Module):
         n, t, _ = inputs.shape
         h, k = self.hidden_dim, self.heads
         embedding = self.fc_own(inputs[..., self.own_index])  # [n, T, H]
-        merged = 0
-        for name in self.groups:
-            feats = self._entities(inputs, name)  # [n, T, E, e]
-            merged = merged + self._summed_embeddings(self.hyper_in[name], feats, k * h)
-        embedding = embedding + self.merge_in(merged.unflatten(-1, (k, h)))
+        if self.hyper_input:
+            merged = 0
+            for name in self.groups:
+                feats = self._entities(inputs, name)  # [n, T, E, e]
+                merged = merged + self._summed_embeddings(self.hyper_in[name], feats, k * h)
+            embedding = embedding + self.merge_in(merged.unflatten(-1, (k, h)))
+        else:  # sum over entities of W f = W (sum of f): one matrix product a group
+            for name in self.groups:
+                embedding = embedding + self.fc_in[name](self._entities(inputs, name).sum(2))
         x = F.relu(embedding)
         if t == 1:  # one step (acting): the cell op avoids nn.GRU's per-call overhead
             rnn = self.rnn
@@ -130,6 +145,8 @@ class HPNAgent(nn.Module):
         else:
             h_seq, h_last = self.rnn(x, hidden.unsqueeze(0).contiguous())
             h_last = h_last.squeeze(0)
+        if not self.hyper_output:
+            return self.fc_out(h_seq), h_last
         basic = self.fc_basic(h_seq)  # [n, T, first_attack]
         enemies = self._entities(inputs, "enemies")
         # attack[e, k] = h . (W2 z_e + b2)[k]: contract h with W2 first, never making the weights
@@ -141,3 +158,21 @@ class HPNAgent(nn.Module):
         attack = attack + self.hyper_out_b(enemies)  # [n, T, E, k]
         attack = self.merge_out(attack.unsqueeze(-1)).squeeze(-1)  # [n, T, E]
         return torch.cat([basic, attack], dim=-1), h_last
+
+
+class DeepSetAgent(HPNAgent):
+    """PyMARL3's deepset_rnn: the Deep Sets input layer (each entity group's features through one
+    shared matrix, summed over the group: permutation invariant), the GRU, and one linear map to
+    every action's value, attacks included. So permuting the enemies or the allies changes no
+    value: an attack value does not follow its enemy (HPN's output layer is what makes it)."""
+
+    hyper_input = hyper_output = False
+    name = "deepset_rnn"
+
+
+class DeepSetHyperAgent(HPNAgent):
+    """PyMARL3's deepset_hyper_rnn: the Deep Sets input layer with HPN's output layer (each attack
+    value from weights a hypernetwork makes from that enemy's features: equivariant)."""
+
+    hyper_input = False
+    name = "deepset_hyper_rnn"
