@@ -73,9 +73,24 @@ def lockstep(name, battles, seed, v2):
 
     try:
         steps, wins = v1.play(smac, sk, battles, seed, reset, sk_step=sk.step, stats=not v2)
+        if not v2:
+            same_healers(smac, sk)
     finally:
         smac.close()
     return {"map": name, "steps": steps, "battles": battles, "won": wins}
+
+
+def same_healers(smac, sk):
+    """The agents whose attack slots heal (SMAC's own rule: MMM maps, Medivacs), as SMAC placed its
+    units in the last battle, against what the sc2 wrapper and skirmish declare to HPN."""
+    from envs.sc2_env import wrapped_entities
+
+    mmm = smac.map_type == "MMM"
+    real = [i for i, u in sorted(smac.agents.items()) if mmm and u.unit_type == smac.medivac_id]
+    declared = wrapped_entities(smac)["action_entities"]["healers"]
+    ours = sk.get_env_info()["action_entities"]["healers"]
+    if not real == declared == ours:
+        raise v1.Mismatch(f"healers: SMAC's units {real}, the sc2 wrapper {declared}, skirmish {ours}")
 
 
 def _positions_as_created(config):

@@ -72,7 +72,9 @@ def test_env_info_adds_the_entity_layout_from_smac_sizes(wrapped):
         ("allies", 1, 12),
         ("own", 1, 2),
     ]
-    assert info["action_entities"] == {"group": "enemies", "first_action": 6}
+    assert info["action_entities"] == {"group": "enemies", "first_action": 6, "healers": []}
+    wrapped.env.map_type = "MMM"  # SMAC sorts agents by unit type: the MMM maps' Medivac is last
+    assert wrapped.get_env_info()["action_entities"]["healers"] == [1]
 
 
 def test_no_entity_layout_when_the_timestep_is_appended(monkeypatch):

@@ -125,7 +125,7 @@ def test_reset_none_steps_stats_and_deaths(fake_smacv2):
     assert env.get_indi_terminated() == [0, 1, 0]  # through the inner env
     info = env.get_env_info()
     assert info["cap_shape"] == 3 and info["n_enemies"] == 4
-    assert info["action_entities"] == {"group": "enemies", "first_action": 6}
+    assert info["action_entities"] == {"group": "enemies", "first_action": 6, "healers": []}
     assert [e["count"] for e in info["obs_entities"]] == [1, 4, 2, 1]
     env.env.close = lambda: None
     env.close()

@@ -33,10 +33,11 @@ def action_layout(spaces, continuous):
     return sizes, n, low.tolist(), high.tolist()
 
 
-def smac_entities(move, enemies, allies, own, first_action):
+def smac_entities(move, enemies, allies, own, first_action, healers=()):
     """SMAC-style env_info entries for entity-based agents: the observation as move features,
     one token per enemy and per other agent, and own features (enemies, allies: (count, dim));
-    attack actions from first_action on target the enemies in order."""
+    attack actions from first_action on target the enemies in order, except for the agents in
+    `healers` (MMM's Medivacs), whose slot j heals agent j."""
     return {
         "obs_entities": [
             {"name": "move", "count": 1, "dim": move},
@@ -44,7 +45,7 @@ def smac_entities(move, enemies, allies, own, first_action):
             {"name": "allies", "count": allies[0], "dim": allies[1]},
             {"name": "own", "count": 1, "dim": own},
         ],
-        "action_entities": {"group": "enemies", "first_action": first_action},
+        "action_entities": {"group": "enemies", "first_action": first_action, "healers": list(healers)},
     }
 
 

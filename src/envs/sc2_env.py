@@ -223,11 +223,15 @@ class StarCraft2Env(GameEnv):
 
 
 def wrapped_entities(env):
-    """The entity layout of a SMAC (or SMACv2) env, from its own size helpers."""
+    """The entity layout of a SMAC (or SMACv2) env, from its own size helpers. On SMAC's MMM maps
+    the Medivac, whose attack slots heal, is the last agent (SMAC sorts the agents by unit type,
+    and its MMM type ids put the Medivac last); SMACv2's drawn teams move it, so none is named."""
+    healers = [env.n_agents - 1] if getattr(env, "map_type", None) == "MMM" else []
     return smac_entities(
         env.get_obs_move_feats_size(),
         env.get_obs_enemy_feats_size(),
         env.get_obs_ally_feats_size(),
         env.get_obs_own_feats_size(),
         env.n_actions_no_attack,
+        healers,
     )

@@ -266,6 +266,12 @@ class SmacEncoding:
                     (self.n_agents - 1, self.nf_al),
                     self.own_feats,
                     self.n_actions_no_attack,
+                    self.fixed_healers(),
                 )
             )
         return info
+
+    def fixed_healers(self):
+        """The agents whose attack slots heal agents (Medivacs), where they keep their place
+        from battle to battle (SMAC's fixed teams; SMACv2's drawn teams say none)."""
+        return [i for i in range(self.n_agents) if self.is_medivac[i]]

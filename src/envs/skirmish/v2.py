@@ -382,6 +382,9 @@ class SkirmishV2Env(V2Encoding, SkirmishEnv):
             )
         )
 
+    def fixed_healers(self):
+        return []  # a drawn team's Medivac changes place every battle
+
     def get_env_info(self):
         info = super().get_env_info()
         info["obs_shape"] = self.obs_size  # SMACv2 counts the time feature where it appends it

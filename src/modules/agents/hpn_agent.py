@@ -100,6 +100,33 @@ class HPNAgent(nn.Module):
             self.merge_out = Merger(k, 1)
         else:  # every action, attacks included, from the hidden state (not equivariant)
             self.fc_out = nn.Linear(h, n_out)
+        self._healers(actions.get("healers") or [], args, groups, hyper)
+
+    def _healers(self, healers, args, groups, hyper):
+        """SMAC's MMM maps: a Medivac's attack slot j heals agent j. As PyMARL3's HPN does, its
+        slots take their values from an ally hypernetwork on the features of the ally that slot
+        heals (in its observation the allies are the other agents in order: agent j sits at j,
+        or j - 1 after the healer's own place). A row's agent is read from its agent id."""
+        self.healers = list(healers)
+        if not self.healers or not self.hyper_output:
+            return
+        if not getattr(args, "obs_agent_id", False):
+            raise ConfigError(
+                f"agent={self.name} on a map whose Medivacs heal through the attack actions (MMM, "
+                "MMM2) reads each row's agent from its id: set obs_agent_id=True"
+            )
+        n_agents, n_slots = args.n_agents, groups["enemies"][1]
+        a_dim, k, h = groups["allies"][2], self.heads, self.hidden_dim
+        self.hyper_heal_w = hypernet(a_dim, hyper, h * k)
+        self.hyper_heal_b = hypernet(a_dim, hyper, k)
+        self.merge_heal = Merger(k, 1)
+        slot = torch.arange(n_slots)
+        me = torch.arange(n_agents).unsqueeze(1)
+        ally = torch.where(slot < me, slot, slot - 1).clamp(0, groups["allies"][1] - 1)  # [N, slots]
+        heals = torch.zeros(n_agents, n_slots, dtype=torch.bool)
+        heals[self.healers] = (slot < n_agents) & (slot != me[self.healers])
+        self.register_buffer("heal_ally", ally, persistent=False)
+        self.register_buffer("heal_slot", heals, persistent=False)
 
     def init_hidden(self, n):
         return self.fc_own.weight.new_zeros(n, self.hidden_dim)
@@ -149,15 +176,27 @@ class HPNAgent(nn.Module):
             return self.fc_out(h_seq), h_last
         basic = self.fc_basic(h_seq)  # [n, T, first_attack]
         enemies = self._entities(inputs, "enemies")
-        # attack[e, k] = h . (W2 z_e + b2)[k]: contract h with W2 first, never making the weights
-        first, last = self.hyper_out_w[0], self.hyper_out_w[2]
-        z = F.relu(first(enemies))  # [n, T, E, hyper]
+        attack = self._entity_values(self.hyper_out_w, self.hyper_out_b, self.merge_out, enemies, h_seq)
+        if self.healers and self.hyper_output:
+            heal = self._entity_values(
+                self.hyper_heal_w, self.hyper_heal_b, self.merge_heal, self._entities(inputs, "allies"), h_seq
+            )  # [n, T, allies]
+            agent = inputs[..., -self.heal_slot.shape[0] :].argmax(-1)  # [n, T], from the one-hot id
+            healed = torch.gather(heal, 2, self.heal_ally[agent])  # [n, T, slots]
+            attack = torch.where(self.heal_slot[agent], healed, attack)
+        return torch.cat([basic, attack], dim=-1), h_last
+
+    def _entity_values(self, w_net, b_net, merger, feats, h_seq):
+        """value[e] = h . W(f_e) + b(f_e), heads merged -> [n, T, E]. h is contracted with the
+        weight hypernetwork's last layer first, so no entity's weights are made."""
+        k, h = self.heads, self.hidden_dim
+        first, last = w_net[0], w_net[2]
+        z = F.relu(first(feats))  # [n, T, E, hyper]
         w2 = last.weight.view(k, h, -1)  # [k, H, hyper]
         g = torch.einsum("nth,khj->ntkj", h_seq, w2)  # [n, T, k, hyper]
-        attack = torch.einsum("ntej,ntkj->ntek", z, g) + (h_seq @ last.bias.view(k, h).T).unsqueeze(2)
-        attack = attack + self.hyper_out_b(enemies)  # [n, T, E, k]
-        attack = self.merge_out(attack.unsqueeze(-1)).squeeze(-1)  # [n, T, E]
-        return torch.cat([basic, attack], dim=-1), h_last
+        values = torch.einsum("ntej,ntkj->ntek", z, g) + (h_seq @ last.bias.view(k, h).T).unsqueeze(2)
+        values = values + b_net(feats)  # [n, T, E, k]
+        return merger(values.unsqueeze(-1)).squeeze(-1)
 
 
 class DeepSetAgent(HPNAgent):
