@@ -79,44 +79,46 @@ def test_deepset_values_ignore_the_order_of_enemies_and_allies_alike():
     assert not hasattr(agent, "hyper_in") and not hasattr(agent, "hyper_out_w")
 
 
-def test_a_medivacs_slots_follow_the_allies_it_heals():
+@pytest.mark.parametrize("agent_name", ["hpn_rnn", "deepset_hyper_rnn", "transformer"])
+def test_a_medivacs_slots_follow_the_allies_it_heals(agent_name):
     """MMM2: agent 9 (the Medivac) heals agent j through attack slot j. Its slot values come from
     the ally in its observation that slot heals (all agents but itself, in order), so permuting
     the allies permutes them the same way; every other agent's slots still follow the enemies."""
+    from modules.agents.hpn_agent import entity_slices
+
     env = env_REGISTRY["skirmish"](map_name="MMM2", seed=1)
     info = env.get_env_info()
     n = info["n_agents"]
     args = SimpleNamespace(
         n_actions=info["n_actions"], hidden_dim=32, hpn_head_num=2, hpn_hyper_dim=16, n_agents=n,
         obs_agent_id=True, obs_entities=info["obs_entities"], action_entities=info["action_entities"],
+        transformer_embed_dim=16, transformer_n_head=2, transformer_n_layers=1, transformer_token_dim=8,
     )  # fmt: skip
     assert info["action_entities"]["healers"] == [9]
     torch.manual_seed(0)
-    agent = agent_REGISTRY["hpn_rnn"](info["obs_shape"] + n, args)  # obs, then the agent id
+    agent = agent_REGISTRY[agent_name](info["obs_shape"] + n, args)  # obs, then the agent id
     obs = torch.randn(2, 3, n, info["obs_shape"])
     ids = torch.eye(n).expand(2, 3, n, n)
     rows = torch.cat([obs, ids], -1).transpose(1, 2).reshape(2 * n, 3, -1)  # agent-inner rows
     hidden = agent.init_hidden(2 * n)
     q, _ = agent(rows, hidden)
-    first, (a_start, n_a, a_dim), (e_start, n_e, e_dim) = (
-        agent.first_attack,
-        agent.groups["allies"],
-        agent.groups["enemies"],
-    )
+    _, groups = entity_slices(info["obs_shape"] + n, info["obs_entities"])
+    (a_start, n_a, a_dim), (e_start, n_e, e_dim) = groups["allies"], groups["enemies"]
+    first = info["action_entities"]["first_action"]
+    heals = slice(first, first + n_a)  # the Medivac's slots 0-8: agents 0-8, its allies in order
     medic = torch.arange(2 * n) % n == 9
     order = torch.randperm(n_a, generator=torch.Generator().manual_seed(5))
     q_a, _ = agent(permuted(rows, a_start, n_a, a_dim, order), hidden)
-    # the Medivac's slot j (j < 9) heals ally j: its value moves with that ally
-    assert torch.allclose(
-        q_a[medic][..., first : first + n_a], q[medic][..., first : first + n_a][..., order], atol=1e-5
-    )
+    assert torch.allclose(q_a[medic][..., heals], q[medic][..., heals][..., order], atol=1e-5)
     assert torch.allclose(q_a[~medic], q[~medic], atol=1e-5)  # the others: invariant to allies
     order = torch.randperm(n_e, generator=torch.Generator().manual_seed(6))
     q_e, _ = agent(permuted(rows, e_start, n_e, e_dim, order), hidden)
     assert torch.allclose(q_e[~medic][..., first:], q[~medic][..., first:][..., order], atol=1e-5)
-    assert torch.allclose(q_e[medic][..., first : first + n_a], q[medic][..., first : first + n_a], atol=1e-5)
+    assert torch.allclose(q_e[medic][..., heals], q[medic][..., heals], atol=1e-5)
     with pytest.raises(ConfigError, match="set obs_agent_id=True"):
-        agent_REGISTRY["hpn_rnn"](info["obs_shape"], SimpleNamespace(**{**vars(args), "obs_agent_id": False}))
+        agent_REGISTRY[agent_name](
+            info["obs_shape"], SimpleNamespace(**{**vars(args), "obs_agent_id": False})
+        )
 
 
 @pytest.mark.parametrize("agent_name", ["hpn_rnn", "deepset_rnn", "deepset_hyper_rnn"])

@@ -20,6 +20,30 @@ def entity_slices(input_shape, obs_entities):
     return torch.tensor(own, dtype=torch.long), groups
 
 
+def heal_slots(n_agents, n_slots, n_allies, healers):
+    """SMAC's MMM rule, a healer's attack slot j heals agent j, as indices into its observation's
+    allies (the other agents in order: agent j at j, or j - 1 past the healer's own place).
+    -> (ally [N, slots] long, heals [N, slots] bool: agent i's slot j heals ally[i, j])."""
+    slot = torch.arange(n_slots)
+    me = torch.arange(n_agents).unsqueeze(1)
+    ally = torch.where(slot < me, slot, slot - 1).clamp(0, max(n_allies - 1, 0))
+    heals = torch.zeros(n_agents, n_slots, dtype=torch.bool)
+    heals[list(healers)] = (slot < n_agents) & (slot != me[list(healers)])
+    return ally, heals
+
+
+def row_agents(inputs, n_agents):
+    """Each row's agent, from the one-hot id that ends its input (the same at every step) -> [n]."""
+    return inputs[:, 0, -n_agents:].argmax(-1)
+
+
+def healer_error(agent):
+    return ConfigError(
+        f"agent={agent} on a map whose Medivacs heal through the attack actions (MMM, MMM2) reads "
+        "each row's agent from its id: set obs_agent_id=True"
+    )
+
+
 class Merger(nn.Module):
     """Several heads into one: a softmax-weighted sum over the heads, per feature (one head: as is)."""
 
@@ -111,20 +135,12 @@ class HPNAgent(nn.Module):
         if not self.healers or not self.hyper_output:
             return
         if not getattr(args, "obs_agent_id", False):
-            raise ConfigError(
-                f"agent={self.name} on a map whose Medivacs heal through the attack actions (MMM, "
-                "MMM2) reads each row's agent from its id: set obs_agent_id=True"
-            )
-        n_agents, n_slots = args.n_agents, groups["enemies"][1]
+            raise healer_error(self.name)
         a_dim, k, h = groups["allies"][2], self.heads, self.hidden_dim
         self.hyper_heal_w = hypernet(a_dim, hyper, h * k)
         self.hyper_heal_b = hypernet(a_dim, hyper, k)
         self.merge_heal = Merger(k, 1)
-        slot = torch.arange(n_slots)
-        me = torch.arange(n_agents).unsqueeze(1)
-        ally = torch.where(slot < me, slot, slot - 1).clamp(0, groups["allies"][1] - 1)  # [N, slots]
-        heals = torch.zeros(n_agents, n_slots, dtype=torch.bool)
-        heals[self.healers] = (slot < n_agents) & (slot != me[self.healers])
+        ally, heals = heal_slots(args.n_agents, groups["enemies"][1], groups["allies"][1], self.healers)
         self.register_buffer("heal_ally", ally, persistent=False)
         self.register_buffer("heal_slot", heals, persistent=False)
 
@@ -181,9 +197,9 @@ class HPNAgent(nn.Module):
             heal = self._entity_values(
                 self.hyper_heal_w, self.hyper_heal_b, self.merge_heal, self._entities(inputs, "allies"), h_seq
             )  # [n, T, allies]
-            agent = inputs[..., -self.heal_slot.shape[0] :].argmax(-1)  # [n, T], from the one-hot id
-            healed = torch.gather(heal, 2, self.heal_ally[agent])  # [n, T, slots]
-            attack = torch.where(self.heal_slot[agent], healed, attack)
+            agent = row_agents(inputs, self.heal_slot.shape[0])  # [n]
+            healed = torch.gather(heal, 2, self.heal_ally[agent].unsqueeze(1).expand(-1, t, -1))
+            attack = torch.where(self.heal_slot[agent].unsqueeze(1), healed, attack)  # [n, T, slots]
         return torch.cat([basic, attack], dim=-1), h_last
 
     def _entity_values(self, w_net, b_net, merger, feats, h_seq):

@@ -3,6 +3,7 @@ import math
 import torch
 import torch.nn as nn
 
+from modules.agents.hpn_agent import heal_slots, healer_error, row_agents
 from utils.errors import ConfigError
 
 
@@ -89,6 +90,16 @@ class TransformerAgent(nn.Module):
             self.entity_head = nn.Linear(emb, 1)
         else:
             self.head = nn.Linear(emb, self.n_out)
+        self.healers = list((action_entities or {}).get("healers") or []) if self.entity_actions else []
+        if self.healers:  # MMM's Medivacs: slot j heals agent j, read from that ally's token
+            if not getattr(args, "obs_agent_id", False):
+                raise healer_error("transformer")
+            allies = names["allies"]
+            ally, heals = heal_slots(args.n_agents, len(self.entity_actions[2]), len(allies), self.healers)
+            self.register_buffer("ally_tokens", torch.tensor(allies), persistent=False)
+            self.register_buffer("heal_ally", ally, persistent=False)
+            self.register_buffer("heal_slot", heals, persistent=False)
+            self.heal_head = nn.Linear(emb, 1)
 
     def init_hidden(self, n):
         return self.embed.weight.new_zeros(n, self.emb)
@@ -99,19 +110,23 @@ class TransformerAgent(nn.Module):
         n, t, _ = inputs.shape
         x = torch.cat([inputs, inputs.new_zeros(n, t, 1)], dim=-1)[..., self.index]  # [n, T, K, d]
         tokens = self.embed(x) + self.group_embed(self.groups)  # [n, T, K, emb]
+        agent = row_agents(inputs, self.heal_slot.shape[0]) if self.healers else None
         outs = []
         # unbind, not tokens[:, s]: each select's backward would write a zero tensor the size of
         # all T steps, so the backward pass grew with T squared.
         for step in tokens.unbind(1):
             seq = self.encoder(torch.cat([step, hidden.unsqueeze(1)], dim=1))
             hidden = seq[:, -1]
-            outs.append(self._heads(seq))
+            outs.append(self._heads(seq, agent))
         return torch.stack(outs, dim=1), hidden
 
-    def _heads(self, seq):
+    def _heads(self, seq, agent=None):
         if self.entity_actions is None:
             return self.head(seq[:, -1])
         own = self.entity_actions[0]
         basic = self.basic_head(seq[:, own])
         entity = self.entity_head(seq[:, self.targets]).squeeze(-1)
+        if agent is not None:  # a Medivac's slots: the ally each heals
+            heal = self.heal_head(seq[:, self.ally_tokens]).squeeze(-1)  # [n, allies]
+            entity = torch.where(self.heal_slot[agent], torch.gather(heal, 1, self.heal_ally[agent]), entity)
         return torch.cat([basic, entity], dim=-1)
