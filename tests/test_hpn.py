@@ -121,6 +121,34 @@ def test_a_medivacs_slots_follow_the_allies_it_heals(agent_name):
         )
 
 
+def test_skipping_steps_without_entities_changes_nothing():
+    """The input layer skips the (row, step) places where a group's features are all zero
+    (padding, dead agents): their sum is exactly zero. Values and gradients match the full sum."""
+    agent, info, extra = hpn_for("skirmish", map_name="5m_vs_6m", seed=1)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(20, 9, info["obs_shape"] + extra, generator=g)
+    x[:, 6:] = 0  # padded steps
+    x[::3, 2:] = 0  # dead agents
+    start, count, dim = agent.groups["enemies"]
+    x[1, :, start : start + count * dim] = 0  # nobody in sight
+    full = agent._summed_embeddings
+
+    def grads(summed):
+        agent.zero_grad()
+        agent._live_summed_embeddings = summed
+        q, _ = agent(x, agent.init_hidden(20))
+        q.square().sum().backward()
+        del agent._live_summed_embeddings
+        return q.detach(), [p.grad.clone() for p in agent.parameters() if p.grad is not None]
+
+    q_live, g_live = grads(agent._live_summed_embeddings)
+    q_full, g_full = grads(full)
+    assert torch.allclose(q_live, q_full, atol=1e-6)
+    assert len(g_live) == len(g_full) and all(
+        torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(g_live, g_full, strict=True)
+    )
+
+
 @pytest.mark.parametrize("agent_name", ["hpn_rnn", "deepset_rnn", "deepset_hyper_rnn"])
 def test_one_step_at_a_time_equals_the_sequence(agent_name):
     agent, info, extra = hpn_for("skirmish", agent=agent_name, map_name="3m", seed=1)
