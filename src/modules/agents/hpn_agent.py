@@ -131,8 +131,8 @@ class HPNAgent(nn.Module):
         slots take their values from an ally hypernetwork on the features of the ally that slot
         heals (in its observation the allies are the other agents in order: agent j sits at j,
         or j - 1 after the healer's own place). A row's agent is read from its agent id."""
-        self.healers = list(healers)
-        if not self.healers or not self.hyper_output:
+        self.healers = list(healers) if self.hyper_output else []  # deepset_rnn: no entity outputs
+        if not self.healers:
             return
         if not getattr(args, "obs_agent_id", False):
             raise healer_error(self.name)
@@ -205,14 +205,22 @@ class HPNAgent(nn.Module):
         basic = self.fc_basic(h_seq)  # [n, T, first_attack]
         enemies = self._entities(inputs, "enemies")
         attack = self._entity_values(self.hyper_out_w, self.hyper_out_b, self.merge_out, enemies, h_seq)
-        if self.healers and self.hyper_output:
-            heal = self._entity_values(
-                self.hyper_heal_w, self.hyper_heal_b, self.merge_heal, self._entities(inputs, "allies"), h_seq
-            )  # [n, T, allies]
-            agent = row_agents(inputs, self.heal_slot.shape[0])  # [n]
-            healed = torch.gather(heal, 2, self.heal_ally[agent].unsqueeze(1).expand(-1, t, -1))
-            attack = torch.where(self.heal_slot[agent].unsqueeze(1), healed, attack)  # [n, T, slots]
+        if self.healers:
+            attack = self._heal_values(inputs, h_seq, attack)
         return torch.cat([basic, attack], dim=-1), h_last
+
+    def _heal_values(self, inputs, h_seq, attack):
+        """attack [n, T, slots] with the healers' rows' heal slots replaced by the values of the
+        allies they heal; only those rows (a tenth on MMM) go through the ally hypernetwork."""
+        agent = row_agents(inputs, self.heal_slot.shape[0])  # [n]
+        rows = self.heal_slot[agent].any(-1).nonzero().squeeze(1)
+        if len(rows) == 0:
+            return attack
+        allies = self._entities(inputs[rows], "allies")
+        heal = self._entity_values(self.hyper_heal_w, self.hyper_heal_b, self.merge_heal, allies, h_seq[rows])
+        ally, slots = self.heal_ally[agent[rows]], self.heal_slot[agent[rows]]  # [m, slots]
+        healed = torch.gather(heal, 2, ally.unsqueeze(1).expand(-1, heal.shape[1], -1))  # [m, T, slots]
+        return attack.index_put((rows,), torch.where(slots.unsqueeze(1), healed, attack[rows]))
 
     def _entity_values(self, w_net, b_net, merger, feats, h_seq):
         """value[e] = h . W(f_e) + b(f_e), heads merged -> [n, T, E]. h is contracted with the
