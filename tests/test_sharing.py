@@ -516,3 +516,34 @@ def test_iql_shares_its_agents_errors_as_super_does(tmp_path, extra):
 def test_sharing_with_a_mixer_needs_the_individual_td_learner(capsys):
     assert main.main(["--config=qmix", "with", "share_rule=quantile"]) == 2
     assert "learner=q_divide_learner" in capsys.readouterr().err
+
+
+def test_the_sight_coverage_bench_counts_what_the_visibility_matrix_says():
+    """bench/sight_coverage.py's 'all within 9' is share_to=sight's all-in-range case: counted
+    from positions, it equals the env's visibility matrix (the field share_to=sight reads) at
+    every step of random 2s3z play, and a radius just under the sight range would not."""
+    from envs.skirmish.env import SkirmishEnv
+    from helpers import load_bench
+
+    bench = load_bench("sight_coverage")
+    env = SkirmishEnv(map_name="2s3z", seed=3)
+    rng = np.random.default_rng(3)
+    totals = np.zeros(3)
+    for _ in range(3):
+        env.reset()
+        done = False
+        while not done:
+            n = env.n_agents
+            pos = np.array([[env.get_unit_by_id(i).pos.x, env.get_unit_by_id(i).pos.y] for i in range(n)])
+            alive = np.array([env.get_unit_by_id(i).health > 0 for i in range(n)])
+            counted, all_in, none_in = bench.coverage_counts(pos, alive, [bench.SIGHT, 8.5])
+            vis = env.get_visibility_matrix()[:, :n]
+            living = [i for i in range(n) if alive[i]] if alive.sum() > 1 else []
+            expect_all = sum(all(vis[i, j] for j in living if j != i) for i in living)
+            expect_none = sum(not any(vis[i, j] for j in living) for i in living)
+            assert (counted, all_in[0], none_in[0]) == (len(living), expect_all, expect_none)
+            totals += (all_in[0], all_in[1], counted)
+            avail = np.asarray(env.get_avail_actions())
+            _, done, _ = env.step((rng.random(avail.shape) * avail).argmax(axis=1).tolist())
+    env.close()
+    assert totals[2] > 100 and totals[1] < totals[0]
