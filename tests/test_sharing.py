@@ -407,6 +407,64 @@ def test_receiver_term_moves_only_the_receivers_network():
     assert norms[1] > 0 and all(norms[i] == 0 for i in range(N) if i != 1)
 
 
+def test_receiver_term_equals_each_pair_through_the_receivers_own_network():
+    """The receiver term, every shift through the networks in one stacked call, equals the sum
+    over (sender i, receiver j) of net j on i's inputs with a one-step target through j's target
+    network (double Q), weighted by how often i shared each step with j; the gradients too."""
+    torch.manual_seed(1)
+    args = learner_args(
+        mixer="qmix", agent="rnn", selected="all", agent_param_sharing=False, share_rule="all",
+        share_target="receiver", t_max=1000, double_q=True,
+    )  # fmt: skip
+    batch = make_batch()
+    mac = mac_REGISTRY["basic_mac"](batch.scheme, {"agents": N}, args)
+    learner = le_REGISTRY["q_divide_learner"](mac, batch.scheme, Logger(get_console_logger()), args)
+    for p in learner.target_mac.parameters():  # a target network that differs from the online one
+        p.data.add_(0.1 * torch.randn_like(p))
+    out = learner.forward_and_targets(batch)
+    team = learner.team_step(batch, out)
+    indi = learner.individual_errors(batch, out, team)
+    g = torch.Generator().manual_seed(2)
+    senders = torch.randint(0, 3, indi.mask.shape, generator=g).float() * indi.mask
+    receivers = torch.bernoulli(torch.full((*indi.mask.shape, N), 0.5), generator=g)
+    receivers = receivers * (1 - torch.eye(N))
+    receivers[..., 2, :] = 0.0  # agent 2 never sends: one shift carries less
+    shared = SimpleNamespace(senders=senders, receivers=receivers)
+
+    def grads(loss):
+        for p in mac.parameters():
+            p.grad = None
+        loss.backward()
+        return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in mac.parameters()]
+
+    got = learner.receiver_loss(batch, indi.reward_i, indi.terminated, shared)
+    got_grads = grads(got)
+
+    b, n = batch.batch_size, N
+    rows = mac.build_seq_inputs(batch).view(b, n, batch.max_seq_length, -1)
+    actions, avail = batch["actions"][:, :-1].long(), batch["avail_actions"]
+    expected = torch.zeros(())
+    for j in range(n):
+        net, target_net = mac.agent.agents[j], learner.target_mac.agent.agents[j]
+        for i in range(n):
+            if i == j:
+                continue
+            q, _ = net(rows[:, i], net.init_hidden(b))  # [B, T + 1, A]
+            with torch.no_grad():
+                q_target, _ = target_net(rows[:, i], target_net.init_hidden(b))
+                chosen = q.detach().masked_fill(avail[:, :, i] == 0, -1e9).argmax(-1, keepdim=True)
+                next_value = torch.gather(q_target, 2, chosen).squeeze(2)[:, 1:]
+                y = indi.reward_i[..., i] + args.gamma * (1 - indi.terminated[..., i]) * next_value
+            q_taken = torch.gather(q[:, :-1], 2, actions[:, :, i]).squeeze(2)
+            weight = senders[..., i] * receivers[:, :, i, j]
+            expected = expected + (weight * (q_taken - y) ** 2).sum()
+    expected_grads = grads(expected)
+    assert got.item() > 0
+    assert torch.allclose(got, expected, rtol=1e-5)
+    for a, e in zip(got_grads, expected_grads, strict=True):
+        assert torch.allclose(a, e, rtol=1e-4, atol=1e-6)
+
+
 def test_receiver_needs_one_network_per_agent(capsys):
     assert main.main(["--config=super_qmix", "with", "share_target=receiver"]) == 2
     assert "agent_param_sharing=False" in capsys.readouterr().err

@@ -159,33 +159,40 @@ class QLearner(Learner):
         """SUPER's semantics with one network per agent: receiver j's own network on sender i's
         transition (its inputs, action and reward r_i [B, T, N], one-step target through j's
         target network, double Q as set), weighted by how often i shared the step with j. Each
-        shift k pairs receiver j with sender (j + k) mod N; only j's network sees the term."""
+        shift k pairs receiver j with sender (j + k) mod N; only j's network sees the term. The
+        shifts that carry any weight go through the networks together, stacked along the batch
+        (one call per network instead of one per shift and network)."""
         args, n = self.args, self.n_agents
         inputs = self.mac.build_seq_inputs(batch)  # [B * N, T + 1, in]
         b = batch.batch_size
         rows = inputs.view(b, n, *inputs.shape[1:])
-        actions = batch["actions"][:, :-1].long()  # [B, T, N, 1]
-        avail = batch["avail_actions"]
         receivers_idx = torch.arange(n, device=inputs.device)
-        total = torch.zeros((), device=inputs.device)
+        senders, weights = [], []
         for k in range(1, n):  # agents, never samples
             sender = (receivers_idx + k) % n  # receiver j's sender
             weight = shared.senders[..., sender] * shared.receivers[:, :, sender, receivers_idx]  # [B, T, N]
             if episode is not None:
                 weight = weight * episode
-            if not bool((weight > 0).any()):
-                continue
-            crossed = rows[:, sender].reshape(b * n, *inputs.shape[1:])
-            q_out = self.mac.forward_seq(batch, crossed)  # [B, T + 1, N, A]: net j on sender's inputs
-            q_taken = torch.gather(q_out[:, :-1], 3, actions[:, :, sender]).squeeze(3)
-            with torch.no_grad():
-                target_out = self.target_mac.forward_seq(batch, crossed)
-                q_next = bootstrap_values(q_out.detach(), target_out, avail[:, :, sender], args.double_q)[
-                    :, 1:
-                ]
-                targets = rewards[..., sender] + args.gamma * (1 - terminated[..., sender]) * q_next
-            total = total + (weight * (q_taken - targets) ** 2).sum()
-        return total
+            if bool((weight > 0).any()):
+                senders.append(sender)
+                weights.append(weight)
+        if not senders:
+            return torch.zeros((), device=inputs.device)
+        sender = torch.stack(senders)  # [K, N]
+        k = len(senders)
+        crossed = rows[:, sender].transpose(0, 1).reshape(k * b * n, *inputs.shape[1:])  # [(K B N), T+1, in]
+        q_out = self.mac.forward_seq(batch, crossed)  # [K * B, T + 1, N, A]: net j on its sender's inputs
+        actions = batch["actions"][:, :-1, sender].long().movedim(2, 0).flatten(0, 1)  # [K * B, T, N, 1]
+        avail = batch["avail_actions"][:, :, sender].movedim(2, 0).flatten(0, 1)
+        q_taken = torch.gather(q_out[:, :-1], 3, actions).squeeze(3)
+        with torch.no_grad():
+            target_out = self.target_mac.forward_seq(batch, crossed)
+            q_next = bootstrap_values(q_out.detach(), target_out, avail, args.double_q)[:, 1:]
+            reward = rewards[:, :, sender].movedim(2, 0).flatten(0, 1)
+            done = terminated[:, :, sender].movedim(2, 0).flatten(0, 1)
+            targets = reward + args.gamma * (1 - done) * q_next
+        weight = torch.stack(weights).flatten(0, 1)  # [K * B, T, N]
+        return (weight * (q_taken - targets) ** 2).sum()
 
     def state_dict(self) -> dict:
         state = super().state_dict()
