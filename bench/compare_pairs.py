@@ -19,7 +19,9 @@ one run a cell give), averaged over seeds. With --reach, a second table: for eac
 the median over seeds of the first step at which a run's value reached the level, and how many
 seeds ever reached it (a median of seeds that never reached it is "not reached"). With --summary,
 one row per group (every group, or those of the pairs): last K and best-of-run with their 95%
-t-intervals over seeds, and the first-reach steps.
+t-intervals over seeds, and the first-reach steps. With --curve, one row per group: its mean over
+seeds at each step count with the 95% t-interval, for statistics logged during training (e.g.
+--metric share_all_in_range, logged by the learner: pass --steps it reached).
 """
 
 import argparse
@@ -94,6 +96,12 @@ def t_interval(x):
     return x.mean(), stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
 
 
+def interval_cell(x, nd):
+    """ "mean [lo, hi]" of runs' values x with the 95% t-interval of the mean; the mean alone for one run."""
+    m, h = t_interval(x)
+    return f"{m:.{nd}f}" + ("" if h is None else f" [{m - h:.{nd}f}, {m + h:.{nd}f}]")
+
+
 def improvement(x, y, reps=2000, seed=0):
     """P(a run of X above a run of Y), ties half, over every pair of runs, and the 95% percentile
     interval of a bootstrap that resamples each group's runs apart (rliable's estimator)."""
@@ -135,6 +143,7 @@ def main():
     p.add_argument("dirs", nargs="+", help="folders holding Sacred runs (searched recursively)")
     p.add_argument("--pair", action="append", default=[], help="X:Y, two group names (repeatable)")
     p.add_argument("--summary", action="store_true", help="one row per group: last K, best, reach")
+    p.add_argument("--curve", action="store_true", help="one row per group: mean [95%%] at each step")
     p.add_argument("--metric", default="test_return_mean")
     p.add_argument("--group-by", default="name")
     p.add_argument("--steps", default="100000,250000,500000,750000,1000000")
@@ -155,8 +164,8 @@ def main():
     values = df["value"].to_numpy(dtype=float)
     nd = a.digits if a.digits is not None else (2 if ((values >= 0) & (values <= 1)).all() else 1)
 
-    if not a.pair and not a.summary:
-        raise SystemExit("error: give --pair X:Y (repeatable), --summary, or both")
+    if not a.pair and not a.summary and not a.curve:
+        raise SystemExit("error: give --pair X:Y (repeatable), --summary or --curve")
     levels = [float(v) for v in a.reach.split(",")] if a.reach else []
     head = [f"{s // 1000}k" if s < 1_000_000 else f"{s / 1e6:g}M" for s in steps] + [f"last {a.last}", "best"]
     if a.pair:
@@ -190,10 +199,7 @@ def main():
             if name not in groups:
                 raise SystemExit(f"error: no group {name!r}; groups: {', '.join(sorted(map(str, groups)))}")
             vals = np.array(list(groups[name].values()))
-            cells = []
-            for col in (-2, -1):
-                m, h = t_interval(vals[:, col])
-                cells.append(f"{m:.{nd}f}" + ("" if h is None else f" [{m - h:.{nd}f}, {m + h:.{nd}f}]"))
+            cells = [interval_cell(vals[:, col], nd) for col in (-2, -1)]
             cells += reach_cells(df[df["group"] == name], levels)
             print(f"| {name} | {len(vals)} | " + " | ".join(cells) + " |")
     elif levels:
@@ -203,6 +209,14 @@ def main():
         for name in names:
             g = df[df["group"] == name]
             print(f"| {name} | {g['run_dir'].nunique()} | " + " | ".join(reach_cells(g, levels)) + " |")
+    if a.curve:
+        print()
+        print("| group | seeds | " + " | ".join(head[: len(steps)]) + " |")
+        print("|---|---|" + "---|" * len(steps))
+        for name in names or sorted(groups):
+            vals = np.array(list(groups[name].values()))
+            cells = [interval_cell(vals[:, j], nd) for j in range(len(steps))]
+            print(f"| {name} | {len(vals)} | " + " | ".join(cells) + " |")
     note = plot.simulator_note(df)
     if note:
         print(f"\n*{note}.*")

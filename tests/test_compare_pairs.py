@@ -87,3 +87,11 @@ def test_t_interval_of_seeds():
     m, h = cp.t_interval(np.array([0.2, 0.4, 0.6]))
     assert np.isclose(m, 0.4) and np.isclose(h, 4.302653 * 0.2 / np.sqrt(3), rtol=1e-5)
     assert cp.t_interval(np.array([0.3])) == (0.3, None)
+
+
+def test_interval_cells_give_the_mean_and_its_t_interval_or_the_mean_alone():
+    import numpy as np
+
+    cp = load()
+    assert cp.interval_cell(np.array([0.2, 0.4, 0.6]), 2) == "0.40 [-0.10, 0.90]"
+    assert cp.interval_cell(np.array([0.25]), 2) == "0.25"
