@@ -117,7 +117,7 @@ def parse_args(argv):
         nargs="*",
         help="key=value overrides for every run (with a file: replacing or adding to its overrides)",
     )
-    return p.parse_args(argv)
+    return p.parse_intermixed_args(argv)  # overrides may follow options too
 
 
 def main(argv=None):

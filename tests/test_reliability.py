@@ -773,10 +773,25 @@ def test_overrides_after_a_sweep_file_make_other_runs_of_the_same_sweep(tmp_path
     assert [r["overrides"] for r in runs] == [{"env_args.map_name": "MMM2", "t_max": 1000, "lr": 0.001}] * 4
     assert [(r["config"], r["seed"]) for r in runs] == [(r["config"], r["seed"]) for r in own]
     assert not {r["key"] for r in runs} & {r["key"] for r in own}  # told apart from the file's runs
+    mixed = sweep.parse_args([str(path), "--dry-run", "env_args.map_name=MMM2", "--seeds", "1", "lr=0.001"])
+    assert mixed.dry_run and mixed.overrides == ["env_args.map_name=MMM2", "lr=0.001"]  # options between
     assert sweep.main([str(path), "config=qmix", "--dry-run"]) == 2
     assert "varies config in its grid; edit the grid instead" in capsys.readouterr().err
     assert sweep.main([str(path), "local_results_path=x", "--dry-run"]) == 2
     assert "local_results_path is the sweep's own" in capsys.readouterr().err
+
+
+SWEEP_FILES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "sweeps", "*.yaml")))
+
+
+@pytest.mark.parametrize("path", SWEEP_FILES, ids=os.path.basename)
+def test_every_shipped_sweep_file_names_real_configs_and_keys(path, monkeypatch, capsys):
+    """A sweep file is only read when someone starts it, hours later; --dry-run checks its
+    config and env-config names and every override key against config/ now."""
+    import sweep
+
+    monkeypatch.chdir(os.path.join(os.path.dirname(__file__), ".."))
+    assert sweep.main([path, "--dry-run"]) == 0, capsys.readouterr().err
 
 
 def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, monkeypatch):
