@@ -498,6 +498,31 @@ def test_reward_sparse_gives_smacs_values(env_name, map_name):
     assert -1 in ends  # random play loses
 
 
+def test_all_in_range_counts_the_shared_steps_whose_sender_has_living_teammates():
+    """share_all_in_range: of the shared steps at which the sender has a living teammate, those
+    at which every living teammate is in sight; a sender alone counts in neither part."""
+    from learners.sharing import Sharer
+
+    args = SimpleNamespace(
+        seed=1, share_window=10, share_rule="all", share_to="sight", share_fallback="drop",
+        receive_rule="all", share_control="none", share_ratio_start=0.0, share_ratio_end=0.5,
+        share_warm_up_ratio=0.6, t_max=100, schedule_horizon=None,
+    )  # fmt: skip
+    n = 3
+    mask = torch.zeros(1, 3, n)
+    mask[0, 0] = 1.0  # step 0: all three alive
+    mask[0, 1] = 1.0  # step 1: all three alive
+    mask[0, 2, 0] = 1.0  # step 2: agent 0 alone
+    visible = torch.zeros(1, 4, n, n)
+    visible[0, 0] = 1.0 - torch.eye(n)  # step 0: everyone sees everyone
+    visible[0, 1, 0, 1] = visible[0, 1, 1, 0] = 1.0  # step 1: 0 and 1 see each other, 2 sees nobody
+    out = Sharer(args, n, torch.device("cpu")).share(torch.randn(1, 3, n), mask, {"visible": visible}, 0)
+    # shared steps with a living teammate: agents 0-2 at steps 0 and 1 (6); all in sight: all of
+    # step 0 (3) and none of step 1 (each misses 2, or 2 misses both)
+    assert out.stats["share_all_in_range"].item() == pytest.approx(3 / 6)
+    assert out.stats["share_fallback_rate"].item() == pytest.approx(2 / 7)  # agent 2 at step 1, agent 0 alone
+
+
 def test_share_statistics_are_logged(tmp_path):
     m = metrics_of(tmp_path, "inspire_qmix", "share_to=sight", "share_control=mass")
     for key in ("share_fraction", "share_receivers_mean", "share_fallback_rate", "share_all_in_range",
