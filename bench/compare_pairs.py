@@ -21,7 +21,8 @@ seeds ever reached it (a median of seeds that never reached it is "not reached")
 one row per group (every group, or those of the pairs): last K and best-of-run with their 95%
 t-intervals over seeds, and the first-reach steps. With --curve, one row per group: its mean over
 seeds at each step count with the 95% t-interval, for statistics logged during training (e.g.
---metric share_all_in_range, logged by the learner: pass --steps it reached).
+--metric share_all_in_range, logged by the learner: pass --steps it reached). With --runs, one row
+per run: its group, seed, last K, best and the first step at each --reach level.
 """
 
 import argparse
@@ -78,6 +79,23 @@ def reach_cells(g, levels):
         step, k = median_reach(list(first_reach(g, level).values()))
         cells.append(f"{'not reached' if step is None else f'{step / 1000:.0f}k'} ({k}/{n} seeds)")
     return cells
+
+
+def run_rows(g, values, levels, nd):
+    """One group's runs, by seed -> [seed, last K, best, first step at each level] (strings)."""
+    reach = {level: first_reach(g, level) for level in levels}
+    rows = []
+    seeds = g.groupby("run_dir")["seed"].first()
+
+    def order(kv):  # numbered seeds in numeric order, then any others
+        digits = str(kv[1]).isdigit()
+        return (not digits, int(kv[1]) if digits else 0, str(kv[1]), kv[0])
+
+    for run, seed in sorted(seeds.items(), key=order):
+        cells = [str(seed), f"{values[run][-2]:.{nd}f}", f"{values[run][-1]:.{nd}f}"]
+        cells += ["not reached" if reach[v][run] is None else f"{reach[v][run] / 1000:.0f}k" for v in levels]
+        rows.append(cells)
+    return rows
 
 
 def welch(x, y):
@@ -143,6 +161,7 @@ def main():
     p.add_argument("dirs", nargs="+", help="folders holding Sacred runs (searched recursively)")
     p.add_argument("--pair", action="append", default=[], help="X:Y, two group names (repeatable)")
     p.add_argument("--summary", action="store_true", help="one row per group: last K, best, reach")
+    p.add_argument("--runs", action="store_true", help="one row per run: last K, best, reach")
     p.add_argument("--curve", action="store_true", help="one row per group: mean [95%%] at each step")
     p.add_argument("--metric", default="test_return_mean")
     p.add_argument("--group-by", default="name")
@@ -164,8 +183,8 @@ def main():
     values = df["value"].to_numpy(dtype=float)
     nd = a.digits if a.digits is not None else (2 if ((values >= 0) & (values <= 1)).all() else 1)
 
-    if not a.pair and not a.summary and not a.curve:
-        raise SystemExit("error: give --pair X:Y (repeatable), --summary or --curve")
+    if not (a.pair or a.summary or a.curve or a.runs):
+        raise SystemExit("error: give --pair X:Y (repeatable), --summary, --curve or --runs")
     levels = [float(v) for v in a.reach.split(",")] if a.reach else []
     head = [f"{s // 1000}k" if s < 1_000_000 else f"{s / 1e6:g}M" for s in steps] + [f"last {a.last}", "best"]
     if a.pair:
@@ -217,6 +236,13 @@ def main():
             vals = np.array(list(groups[name].values()))
             cells = [interval_cell(vals[:, j], nd) for j in range(len(steps))]
             print(f"| {name} | {len(vals)} | " + " | ".join(cells) + " |")
+    if a.runs:
+        print()
+        print(f"| group | seed | last {a.last} | best |" + "".join(f" first {v:g} |" for v in levels))
+        print("|---|---|---|---|" + "---|" * len(levels))
+        for name in names or sorted(groups):
+            for row in run_rows(df[df["group"] == name], groups[name], levels, nd):
+                print(f"| {name} | " + " | ".join(row) + " |")
     note = plot.simulator_note(df)
     if note:
         print(f"\n*{note}.*")

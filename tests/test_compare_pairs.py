@@ -95,3 +95,20 @@ def test_interval_cells_give_the_mean_and_its_t_interval_or_the_mean_alone():
     cp = load()
     assert cp.interval_cell(np.array([0.2, 0.4, 0.6]), 2) == "0.40 [-0.10, 0.90]"
     assert cp.interval_cell(np.array([0.25]), 2) == "0.25"
+
+
+def test_run_rows_list_each_run_by_seed_with_last_k_best_and_first_reach():
+    cp = load()
+    df = pd.DataFrame(
+        {
+            "run_dir": ["x"] * 3 + ["y"] * 3,
+            "seed": [10] * 3 + [2] * 3,
+            "t_env": [10000, 20000, 30000] * 2,
+            "value": [0.2, 0.9, 0.6, 0.1, 0.3, 0.4],
+        }
+    )
+    values = {"x": [0.75, 0.9], "y": [0.35, 0.4]}  # [last K, best], as run_values ends each list
+    assert cp.run_rows(df, values, [0.5], 2) == [
+        ["2", "0.35", "0.40", "not reached"],  # seed 2 before seed 10 (numbers, not strings)
+        ["10", "0.75", "0.90", "20k"],
+    ]
