@@ -221,7 +221,7 @@ def main():
             cells = [interval_cell(vals[:, col], nd) for col in (-2, -1)]
             cells += reach_cells(df[df["group"] == name], levels)
             print(f"| {name} | {len(vals)} | " + " | ".join(cells) + " |")
-    elif levels:
+    elif levels and names:  # the pairs' groups; --runs and --curve print their own
         print()
         print("| group | seeds | " + " | ".join(f"first reaches {v:g}" for v in levels) + " |")
         print("|---|---|" + "---|" * len(levels))
