@@ -207,16 +207,13 @@ def main():
         poi, lo, hi = improvement(x[:, -2], y[:, -2])
         print(f"| *{x_name} - {y_name}* | | " + " | ".join(cells) + f" | {poi:.2f} [{lo:.2f}, {hi:.2f}] |")
     names = list(dict.fromkeys(n for pair in a.pair for n in reversed(pair.split(":", 1))))
+    shown = names or sorted(groups)  # the per-group tables: the pairs' groups, else every group
     if a.summary:
-        if not names:
-            names = sorted(groups)
         print()
         reach_head = "".join(f" first reaches {v:g} |" for v in levels)
         print(f"| group | seeds | last {a.last} [95%] | best-of-run [95%] |" + reach_head)
         print("|---|---|---|---|" + "---|" * len(levels))
-        for name in names:
-            if name not in groups:
-                raise SystemExit(f"error: no group {name!r}; groups: {', '.join(sorted(map(str, groups)))}")
+        for name in shown:  # pair names were checked above
             vals = np.array(list(groups[name].values()))
             cells = [interval_cell(vals[:, col], nd) for col in (-2, -1)]
             cells += reach_cells(df[df["group"] == name], levels)
@@ -232,7 +229,7 @@ def main():
         print()
         print("| group | seeds | " + " | ".join(head[: len(steps)]) + " |")
         print("|---|---|" + "---|" * len(steps))
-        for name in names or sorted(groups):
+        for name in shown:
             vals = np.array(list(groups[name].values()))
             cells = [interval_cell(vals[:, j], nd) for j in range(len(steps))]
             print(f"| {name} | {len(vals)} | " + " | ".join(cells) + " |")
@@ -240,7 +237,7 @@ def main():
         print()
         print(f"| group | seed | last {a.last} | best |" + "".join(f" first {v:g} |" for v in levels))
         print("|---|---|---|---|" + "---|" * len(levels))
-        for name in names or sorted(groups):
+        for name in shown:
             for row in run_rows(df[df["group"] == name], groups[name], levels, nd):
                 print(f"| {name} | " + " | ".join(row) + " |")
     note = plot.simulator_note(df)

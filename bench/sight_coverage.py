@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
-from skirmish_calibration import POLICIES, focus_fire, make_env, units  # noqa: E402
+from skirmish_calibration import POLICIES, make_env, policy_actions, units  # noqa: E402
 
 SIGHT = 9.0  # SMAC's unit_sight_range
 
@@ -58,14 +58,7 @@ def measure(kind, name, policy, episodes, radii, seed=1):
                 alive = np.array([a[2] > 0 for a in agents])
                 n, a_in, n_in = coverage_counts(pos, alive, radii)
                 counted, all_in, none_in = counted + n, all_in + a_in, none_in + n_in
-                if policy == "random":
-                    avail = np.asarray(env.get_avail_actions())
-                    actions = (rng.random(avail.shape) * avail).argmax(axis=1).tolist()
-                elif policy == "focus":
-                    actions = focus_fire(env)
-                else:
-                    actions = [0] * env.n_agents
-                _, done, info = env.step(actions)
+                _, done, info = env.step(policy_actions(env, policy, rng))
             wins += bool(info.get("battle_won", False))
     finally:
         env.close()

@@ -127,6 +127,17 @@ def focus_fire(env):
     return actions
 
 
+def policy_actions(env, policy, rng):
+    """This step's actions of a scripted policy: uniformly random valid ones, focus fire, or
+    placeholders that heuristic_ai replaces."""
+    if policy == "random":
+        avail = np.asarray(env.get_avail_actions())
+        return (rng.random(avail.shape) * avail).argmax(axis=1).tolist()
+    if policy == "focus":
+        return focus_fire(env)
+    return [0] * env.n_agents
+
+
 def episode(env, policy, rng):
     """One battle; returns its summary."""
     env.reset()
@@ -135,14 +146,7 @@ def episode(env, policy, rng):
     start = sum(u[2] for u in agents + enemies)
     first_damage, steps, done, info = None, 0, False, {}
     while not done:
-        if policy == "random":
-            avail = np.asarray(env.get_avail_actions())
-            actions = (rng.random(avail.shape) * avail).argmax(axis=1).tolist()
-        elif policy == "focus":
-            actions = focus_fire(env)
-        else:
-            actions = [0] * env.n_agents  # heuristic_ai replaces them
-        _, done, info = env.step(actions)
+        _, done, info = env.step(policy_actions(env, policy, rng))
         steps += 1
         if first_damage is None:
             a, e = units(env)
