@@ -4,7 +4,8 @@
         [--filter env_args.map_name=2s3z] [--smooth 3] [--out results/plots/qmix_vs_differ]
         [--aggregate iqm] [--aggregate poi] [--marl-eval runs.json]
 
-Writes <out>.png, <out>.csv and <out>.md; with --aggregate iqm also <out>_iqm.csv/.md (rliable's
+Writes <out>.png, <out>.csv and <out>.md (per group: final and best values over seeds; n_unfinished
+and t_env_min flag a group whose runs are not all complete, and a warning names it); with --aggregate iqm also <out>_iqm.csv/.md (rliable's
 interquartile mean of the final values across tasks and seeds), with --aggregate poi
 <out>_poi.csv/.md (rliable's probability that a run of X ends above a run of Y, for every ordered
 pair of groups, averaged over tasks), with --aggregate profile <out>_profile.png/.csv (rliable's
@@ -39,6 +40,7 @@ from plotting.aggregates import (  # noqa: E402
     plot_profile,
     probability_of_improvement,
     summary_table,
+    uneven_ends,
 )
 from plotting.export import markdown, marl_eval_name, to_marl_eval  # noqa: E402
 from plotting.grouping import (  # noqa: E402
@@ -187,6 +189,13 @@ def main(argv=None):
     plt.close(fig)
 
     table = summary_table(df, a.metric)
+    uneven = uneven_ends(table)
+    if uneven:
+        print(
+            "warning: final and best values below mix runs at different points of training "
+            "(--status COMPLETED keeps the finished ones only):\n  " + "\n  ".join(uneven),
+            file=sys.stderr,
+        )
     table.to_csv(out + ".csv", index=False)
     with open(out + ".md", "w") as f:
         f.write(markdown(table) + (f"\n*{note}.*\n" if note else ""))

@@ -397,6 +397,64 @@ def test_reference_band_flags_runs_outside(swept, tmp_path, capsys):
         plot.main([str(root / "results"), "--out", out, "--reference", str(bad)])
 
 
+def test_plot_says_when_a_groups_runs_end_at_different_steps(swept, tmp_path, capsys):
+    # An interrupted run with no completed twin counts by default; its final value is from earlier.
+    root, _ = swept
+    runs = sorted(glob.glob(str(root / "results" / "sacred" / "tiny" / "*" / "*" / "*" / "[0-9]*")))
+    stopped = os.path.join(os.path.dirname(runs[0]), "93")
+    shutil.copytree(runs[0], stopped)
+    with open(os.path.join(stopped, "run.json")) as f:
+        info = json.load(f)
+    info["status"] = "INTERRUPTED"
+    with open(os.path.join(stopped, "run.json"), "w") as f:
+        json.dump(info, f)
+    with open(os.path.join(stopped, "config.json")) as f:
+        config = json.load(f)
+    config["sweep_key"] = "another configuration"
+    with open(os.path.join(stopped, "config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(stopped, "metrics.json")) as f:
+        metrics = json.load(f)
+    for m in metrics.values():
+        for field in ("steps", "values", "timestamps"):
+            m[field] = m[field][:1]  # stopped after its first test
+    with open(os.path.join(stopped, "metrics.json"), "w") as f:
+        json.dump(metrics, f)
+    name = config["name"]
+    try:
+        out = str(tmp_path / "f")
+        with pytest.warns(UserWarning):
+            plot.main(
+                [str(root / "results"), "--metric", "test_return_mean", "--group-by", "name", "--out", out]
+            )
+        err = capsys.readouterr().err
+        with open(out + ".csv") as f:
+            rows = {r["group"]: r for r in csv.DictReader(f)}
+        assert rows[name]["n_unfinished"] == "2"  # the stopped copy and the fixture's RUNNING one
+        assert int(rows[name]["t_env_min"]) == metrics["test_return_mean"]["steps"][0]
+        assert int(rows[name]["t_env_min"]) < int(rows[name]["t_env_max"])
+        other = next(g for g in rows if g != name)
+        assert rows[other]["n_unfinished"] == "0" and rows[other]["t_env_min"] == rows[other]["t_env_max"]
+        assert f"/ {name}: 2 of 4 runs not completed" in err and f"/ {other}:" not in err
+        with pytest.warns(UserWarning):
+            plot.main(
+                [
+                    str(root / "results"),
+                    "--metric",
+                    "test_return_mean",
+                    "--group-by",
+                    "name",
+                    "--status",
+                    "COMPLETED",
+                    "--out",
+                    out,
+                ]
+            )
+        assert "warning: final and best values" not in capsys.readouterr().err
+    finally:
+        shutil.rmtree(stopped)
+
+
 def test_an_interrupted_sweep_run_is_superseded_by_its_completed_rerun(swept, tmp_path):
     root, _ = swept
     src = root / "results" / "sacred"

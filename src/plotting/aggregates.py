@@ -46,16 +46,20 @@ def bootstrap_band(matrix, rng):
 
 
 def summary_table(df, metric):
-    """Per (task, group): final and best value per run -> mean, std, n seeds."""
+    """Per (task, group): final and best value per run -> mean, std, n seeds; n_unfinished (runs
+    not COMPLETED) and t_env_min (the shortest run's last step) say when a final value is not
+    every run's value at the same step."""
     import pandas as pd
 
     rows = []
     for (task, group), g in df.groupby(["task", "group"], sort=True):
-        finals, bests = [], []
+        finals, bests, ends, unfinished = [], [], [], 0
         for _, r in g.groupby("run_dir"):
             r = r.sort_values("t_env")
             finals.append(r["value"].iloc[-1])
             bests.append(r["value"].max())
+            ends.append(int(r["t_env"].iloc[-1]))
+            unfinished += "status" in r.columns and r["status"].iloc[0] != "COMPLETED"
         rows.append(
             {
                 "task": task,
@@ -67,9 +71,24 @@ def summary_table(df, metric):
                 "best_mean": np.mean(bests),
                 "best_std": np.std(bests),
                 "t_env_max": int(g["t_env"].max()),
+                "t_env_min": min(ends),
+                "n_unfinished": int(unfinished),
             }
         )
     return pd.DataFrame(rows)
+
+
+def uneven_ends(table):
+    """-> one line per (task, group) of a summary table whose runs are not all completed or end at
+    different steps: their final and best values are not taken at the same point of training."""
+    lines = []
+    for _, row in table.iterrows():
+        if row["n_unfinished"] or row["t_env_min"] < 0.99 * row["t_env_max"]:
+            lines.append(
+                f"{row['task']} / {row['group']}: {row['n_unfinished']} of {row['n_seeds']} runs not "
+                f"completed, runs end between t_env {row['t_env_min']} and {row['t_env_max']}"
+            )
+    return lines
 
 
 def _rliable():
