@@ -423,10 +423,9 @@ def test_plot_says_when_a_groups_runs_end_at_different_steps(swept, tmp_path, ca
     name = config["name"]
     try:
         out = str(tmp_path / "f")
+        args = [str(root / "results"), "--metric", "test_return_mean", "--group-by", "name", "--out", out]
         with pytest.warns(UserWarning):
-            plot.main(
-                [str(root / "results"), "--metric", "test_return_mean", "--group-by", "name", "--out", out]
-            )
+            plot.main(args)
         err = capsys.readouterr().err
         with open(out + ".csv") as f:
             rows = {r["group"]: r for r in csv.DictReader(f)}
@@ -437,19 +436,7 @@ def test_plot_says_when_a_groups_runs_end_at_different_steps(swept, tmp_path, ca
         assert rows[other]["n_unfinished"] == "0" and rows[other]["t_env_min"] == rows[other]["t_env_max"]
         assert f"/ {name}: 2 of 4 runs not completed" in err and f"/ {other}:" not in err
         with pytest.warns(UserWarning):
-            plot.main(
-                [
-                    str(root / "results"),
-                    "--metric",
-                    "test_return_mean",
-                    "--group-by",
-                    "name",
-                    "--status",
-                    "COMPLETED",
-                    "--out",
-                    out,
-                ]
-            )
+            plot.main(args + ["--status", "COMPLETED"])
         assert "warning: final and best values" not in capsys.readouterr().err
     finally:
         shutil.rmtree(stopped)
