@@ -5,20 +5,19 @@
         [--aggregate iqm] [--aggregate poi] [--marl-eval runs.json]
 
 Writes <out>.png, <out>.csv and <out>.md (per group: final and best values over seeds; n_unfinished
-and t_env_min flag a group whose runs are not all complete, and a warning names it); with --aggregate iqm also <out>_iqm.csv/.md (rliable's
-interquartile mean of the final values across tasks and seeds), with --aggregate poi
-<out>_poi.csv/.md (rliable's probability that a run of X ends above a run of Y, for every ordered
-pair of groups, averaged over tasks), with --aggregate profile <out>_profile.png/.csv (rliable's
-performance profile: the fraction of runs whose final value, min-max normalised per task over all
-runs shown, is above each threshold). All come with 95% stratified-bootstrap intervals.
---marl-eval writes the runs in marl-eval's JSON layout (the format of BenchMARL's and Mava's
-evaluation tools). --reference CSV draws a reference band (columns t_env, low, high; optional
-task, label, source) on each panel and writes <out>_reference.csv: for every run, at how many of
-the band's steps it lies outside; and <out>_reference_mean.csv: for every group, at how many of
-them the mean of its runs lies inside, above or below the band. One panel per task (map, scenario
-or env key) when several are present. Runs on the built-in simulators (skirmish, skirmish_v2) get
-a line on the figure and under the table saying they are not StarCraft II.
-"""
+and t_env_min flag a group whose runs are not all complete, and a warning names it); with
+--aggregate iqm also <out>_iqm.csv/.md (rliable's interquartile mean of the final values across
+tasks and seeds), with --aggregate poi <out>_poi.csv/.md (rliable's probability that a run of X ends
+above a run of Y, for every ordered pair of groups, averaged over tasks), with --aggregate profile
+<out>_profile.png/.csv (rliable's performance profile: the fraction of runs whose final value,
+min-max normalised per task over all runs shown, is above each threshold). All come with 95%
+stratified-bootstrap intervals. --marl-eval writes the runs in marl-eval's JSON layout (the format
+of BenchMARL's and Mava's evaluation tools). --reference CSV draws a reference band (columns t_env,
+low, high; optional task, label, source) on each panel and writes <out>_reference.csv: for every
+run, at how many of the band's steps it lies outside; and <out>_reference_mean.csv: for every group,
+at how many of them the mean of its runs lies inside, above or below the band. One panel per task
+(map, scenario or env key) when several are present. Runs on the built-in simulators (skirmish,
+skirmish_v2) get a line on the figure and under the table saying they are not StarCraft II. """
 
 import argparse
 import os
