@@ -17,7 +17,8 @@ low, high; optional task, label, source) on each panel and writes <out>_referenc
 run, at how many of the band's steps it lies outside; and <out>_reference_mean.csv: for every group,
 at how many of them the mean of its runs lies inside, above or below the band. One panel per task
 (map, scenario or env key) when several are present. Runs on the built-in simulators (skirmish,
-skirmish_v2) get a line on the figure and under the table saying they are not StarCraft II. """
+skirmish_v2) get a line on the figure and under the table saying they are not StarCraft II.
+"""
 
 import argparse
 import os
