@@ -149,6 +149,50 @@ def test_skipping_steps_without_entities_changes_nothing():
     )
 
 
+@pytest.mark.parametrize("heads", [1, 2])
+def test_attack_values_equal_each_enemys_own_hypernetwork_weights(heads):
+    """The output layer computes the values of entities without features (padding, dead agents,
+    enemies out of sight) once per step and runs the hypernetworks on the rest only; values and
+    gradients equal those of weights made explicitly for every enemy, as PyMARL3 makes them."""
+    agent, info, extra = hpn_for("skirmish", heads=heads, map_name="5m_vs_6m", seed=1)
+    g = torch.Generator().manual_seed(0)
+    start, count, dim = agent.groups["enemies"]
+    h_seq = torch.randn(20, 9, agent.hidden_dim, generator=g)
+    feats = torch.randn(20, 9, count, dim, generator=g)
+    feats[:, 6:] = 0  # padded steps
+    feats[::3, 2:] = 0  # dead agents
+    feats[1, :, 1:] = 0  # one enemy in sight
+    feats[2, :, ::2] = 0  # every other enemy out of sight
+    k, h = agent.heads, agent.hidden_dim
+
+    def explicit(f, hs):
+        weights = agent.hyper_out_w(f).unflatten(-1, (k, h))  # [n, T, E, k, H]
+        values = torch.einsum("nth,ntekh->ntek", hs, weights) + agent.hyper_out_b(f)
+        return agent.merge_out(values.unsqueeze(-1)).squeeze(-1)
+
+    def grads(fn, f):
+        agent.zero_grad()
+        hs = h_seq.clone().requires_grad_(True)
+        v = fn(f, hs)
+        (v * torch.randn(v.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
+        return v.detach(), hs.grad, [p.grad.clone() for p in agent.parameters() if p.grad is not None]
+
+    def ours(f, hs):
+        return agent._entity_values(agent.hyper_out_w, agent.hyper_out_b, agent.merge_out, f, hs)
+
+    for f in (feats, torch.randn(20, 9, count, dim, generator=g), torch.zeros(20, 9, count, dim)):
+        (v, gh, gp), (v_ref, gh_ref, gp_ref) = grads(ours, f), grads(explicit, f)
+        assert v.shape == (20, 9, count) and torch.allclose(v, v_ref, atol=1e-5)
+        assert torch.allclose(gh, gh_ref, atol=1e-5)
+        assert len(gp) == len(gp_ref)  # float32 sums in another order: equal to 1e-5 of each scale
+        assert all(
+            (a - b).abs().max() <= 1e-5 * b.abs().max() + 1e-6 for a, b in zip(gp, gp_ref, strict=True)
+        )
+    # the values of enemies without features are one value per step, not zero
+    v = ours(feats, h_seq).detach()
+    assert torch.equal(v[2, :6, 0], v[2, :6, 2]) and not torch.equal(v[2, :6, 0], v[2, :6, 1])
+
+
 @pytest.mark.parametrize("agent_name", ["hpn_rnn", "deepset_rnn", "deepset_hyper_rnn"])
 def test_one_step_at_a_time_equals_the_sequence(agent_name):
     agent, info, extra = hpn_for("skirmish", agent=agent_name, map_name="3m", seed=1)

@@ -224,14 +224,31 @@ class HPNAgent(nn.Module):
 
     def _entity_values(self, w_net, b_net, merger, feats, h_seq):
         """value[e] = h . W(f_e) + b(f_e), heads merged -> [n, T, E]. h is contracted with the
-        weight hypernetwork's last layer first, so no entity's weights are made."""
+        weight hypernetwork's last layer first, so no entity's weights are made. An entity whose
+        features are all zero (padded steps, dead agents, enemies out of sight: most of a batch)
+        has the same W and b as any other such entity, so they are computed once per step and
+        the hypernetworks run only on the entities with features."""
         k, h = self.heads, self.hidden_dim
+        n, t, count, e = feats.shape
         first, last = w_net[0], w_net[2]
-        z = F.relu(first(feats))  # [n, T, E, hyper]
         w2 = last.weight.view(k, h, -1)  # [k, H, hyper]
         g = torch.einsum("nth,khj->ntkj", h_seq, w2)  # [n, T, k, hyper]
-        values = torch.einsum("ntej,ntkj->ntek", z, g) + (h_seq @ last.bias.view(k, h).T).unsqueeze(2)
-        values = values + b_net(feats)  # [n, T, E, k]
+        base = h_seq @ last.bias.view(k, h).T  # [n, T, k]
+        flat = feats.reshape(-1, e)
+        live = flat.ne(0).any(1).nonzero().squeeze(1)
+        if len(live) == flat.shape[0]:
+            z = F.relu(first(feats))  # [n, T, E, hyper]
+            values = torch.einsum("ntej,ntkj->ntek", z, g) + base.unsqueeze(2) + b_net(feats)
+        else:
+            zero = feats.new_zeros(1, e)
+            empty = torch.einsum("j,ntkj->ntk", F.relu(first(zero))[0], g) + base + b_net(zero)[0]
+            values = empty.unsqueeze(2).expand(n, t, count, k).reshape(-1, k)
+            if len(live):
+                step = live // count  # the (row, step) of each entity with features
+                z = F.relu(first(flat[live]))  # [L, hyper]
+                own = torch.einsum("lj,lkj->lk", z, g.reshape(n * t, k, -1)[step])
+                values = values.index_put((live,), own + base.reshape(n * t, k)[step] + b_net(flat[live]))
+            values = values.view(n, t, count, k)
         return merger(values.unsqueeze(-1)).squeeze(-1)
 
 
