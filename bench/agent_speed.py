@@ -32,7 +32,7 @@ def measure(config, env_config, task, steps, overrides, device="cpu"):
     from run import set_seeds
     from utils.logger import Logger, get_console_logger
 
-    key = "map_name" if env_config in ("skirmish", "sc2") else "scenario"
+    key = "map_name" if env_config in ("skirmish", "sc2", "gfootball", "gfootball_cds") else "scenario"
     argv = [f"--config={config}", f"--env-config={env_config}", "with", "seed=1", "torch_threads=1"]
     argv += [f"env_args.{key}={task}", f"t_max={steps}", *overrides]
     run_config = load_config(argv)
@@ -87,7 +87,7 @@ def measure(config, env_config, task, steps, overrides, device="cpu"):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env-config", default="skirmish")
-    p.add_argument("--map", default="2s3z", help="map (skirmish, sc2) or scenario")
+    p.add_argument("--map", default="2s3z", help="map (skirmish, sc2, gfootball) or scenario")
     p.add_argument("--steps", type=int, default=6000, help="env steps measured after the buffer filled")
     p.add_argument("--configs", default="differ_qmix,differ_qmix_transformer", help="comma-separated")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))

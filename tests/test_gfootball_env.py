@@ -159,6 +159,42 @@ def test_reward_forms_and_the_cds_layout():
     env.close()
 
 
+def same_raw(a, b):
+    return a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+
+
+@needs_grf
+@pytest.mark.parametrize("scenario", ["academy_3_vs_1_with_keeper", "academy_counterattack_hard"])
+def test_the_direct_engine_step_plays_footballenvs_own_step(scenario):
+    """Our step sends the actions to the engine core and views its observation; FootballEnv.step
+    itself, on a twin env with the same seed, gives the same players' observations, rewards and
+    ends, step for step, and so the same agents' observations and states."""
+    ours, ref = make(map_name=scenario, seed=5), make(map_name=scenario, seed=5, obs="relative")
+    ref._engine_step = ref.env.step  # gfootball's own step
+    rng = np.random.default_rng(1)
+    steps = 0
+    for _ in range(2):
+        ours.reset(), ref.reset()
+        for _ in range(ours.episode_limit):
+            actions = rng.integers(0, 19, size=ours.n_agents)
+            r, done, info = ours.step(actions)
+            r_ref, done_ref, info_ref = ref.step(actions)
+            assert (done, info) == (done_ref, info_ref) and r == r_ref
+            assert len(ours._raw) == len(ref._raw) == ours.n_agents
+            assert all(same_raw(a, b) for a, b in zip(ours._raw, ref._raw, strict=True))
+            ref.obs_form = "simple115"  # each form from the same raw observations
+            assert np.array_equal(np.array(ours.get_obs()), np.array(ref.get_obs()))
+            assert np.array_equal(ours.get_state(), ref.get_state())
+            ref.obs_form = ours.obs_form = "relative"
+            assert np.array_equal(np.array(ours.get_obs()), np.array(ref.get_obs()))
+            ours.obs_form = "simple115"
+            steps += 1
+            if done:
+                break
+    assert steps > 50
+    ours.close(), ref.close()
+
+
 @needs_grf
 def test_checkpoint_reward_equals_gfootballs_own_wrapper_step_for_step():
     """gfootball's CheckpointRewardWrapper, fed the engine's per-player rewards of our episodes,
@@ -168,7 +204,7 @@ def test_checkpoint_reward_equals_gfootballs_own_wrapper_step_for_step():
     for form in ("summed", "score"):
         env = make(seed=3, reward=form, checkpoints=True)
         ref = wrappers.CheckpointRewardWrapper(env.env)
-        engine_step, theirs = env.env.step, []
+        engine_step, theirs = env._engine_step, []
 
         def step(actions, engine_step=engine_step, ref=ref, theirs=theirs):
             obs, rewards, done, info = engine_step(actions)
@@ -176,7 +212,7 @@ def test_checkpoint_reward_equals_gfootballs_own_wrapper_step_for_step():
             theirs.append((float(np.reshape(rewards, -1)[0]), per_agent))
             return obs, rewards, done, info
 
-        env.env.step = step
+        env._engine_step = step
         rng = np.random.default_rng(0)  # mostly run right, sometimes shoot: a goal in episode 2
         goals = bonus_steps = 0
         for _ in range(3):

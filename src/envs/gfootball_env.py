@@ -5,7 +5,9 @@
 gfootball is imported only when this env is chosen; `bash install_grf.sh` builds and installs it.
 We drive its FootballEnv on the raw representation and convert observations ourselves: its gym
 wrappers break under gym 0.26 (reset's return, env.seed), and the raw form gives the same
-Simple115 vectors through Simple115StateWrapper.convert_observation.
+Simple115 vectors through Simple115StateWrapper.convert_observation. Each step goes to the engine
+core as FootballEnv.step would send it, and the per-player observations are views of the core's
+(FootballEnv deep-copies every observation twice a step for each player: a fifth of the time).
 
 What the scenario decides, read from its build_scenario (Config(...).ScenarioConfig()), unless
 given: n_agents = its controllable left players (or, with n_agents=attackers, those that start in
@@ -221,6 +223,12 @@ class GFootballEnv(MultiAgentEnv):
             {"level": self.map_name, "players": [f"agent:left_players={self.n_agents}"]}
         )
         self.env = football_env.FootballEnv(self._config)
+        from gfootball.env import constants
+
+        self._exposed = sorted(constants.EXPOSED_OBSERVATIONS)
+        players = self.env._players
+        if len(players) != 1 or players[0] is not self.env._agent or players[0].can_play_right():
+            raise RuntimeError("gfootball: expected one agent player on the left team")
         self.n_actions = (
             int(self.env.action_space.nvec[0]) if self.n_agents > 1 else int(self.env.action_space.n)
         )
@@ -263,7 +271,7 @@ class GFootballEnv(MultiAgentEnv):
 
     def step(self, actions):
         actions = [int(a) for a in np.asarray(actions).reshape(-1)[: self.n_agents]]
-        self._raw, rewards, engine_done, _ = self.env.step(actions)
+        self._raw, rewards, engine_done, _ = self._engine_step(actions)
         self._steps += 1
         raw = self._raw[0]
         score = float(np.asarray(rewards).reshape(-1)[0])  # every controlled player gets the same
@@ -282,6 +290,36 @@ class GFootballEnv(MultiAgentEnv):
                 goal=int(self._goal > 0), conceded=int(self._conceded > 0), battle_won=int(self._goal > 0)
             )
         return self._reward(score, ended), ended, info
+
+    def _engine_step(self, actions):
+        """FootballEnv.step(actions) for its one agent player on the left: the actions go to the
+        core as its _get_actions forms them (the player's list, nothing flipped), and the result
+        is the same (per-player observations, rewards, done, info), with each player's
+        observation a view of the core's fresh one instead of two deep copies of it."""
+        env = self.env
+        env._agent.set_action(actions)
+        obs, reward, done, info = env._env.step(list(actions))
+        env._cached_observation = None
+        info["score_reward"] = reward
+        return self._players_view(obs), np.full(self.n_agents, reward, dtype=np.float32), done, info
+
+    def _players_view(self, obs):
+        """FootballEnv's observation of each controlled left player (its _convert_observations),
+        sharing the core's arrays: the core makes a new observation every step, and nothing
+        here writes to one."""
+        shared = {key: obs[key] for key in self._exposed}
+        controlled, sticky = obs["left_agent_controlled_player"], obs["left_agent_sticky_actions"]
+        views = []
+        for x in range(self.n_agents):
+            o = dict(shared, designated=obs["left_team_designated_player"])
+            if x < len(controlled):
+                o["active"], o["sticky_actions"] = controlled[x], np.array(sticky[x])
+            else:
+                o["active"], o["sticky_actions"] = -1, []
+            if "frame" in obs:
+                o["frame"] = obs["frame"]
+            views.append(o)
+        return views
 
     def _reward(self, score, ended):
         bonus = self._checkpoint_bonus(score) if self.checkpoints else np.zeros(self.n_agents)
