@@ -225,7 +225,7 @@ class HPNAgent(nn.Module):
     def _entity_values(self, w_net, b_net, merger, feats, h_seq):
         """value[e] = h . W(f_e) + b(f_e), heads merged -> [n, T, E]. h is contracted with the
         weight hypernetwork's last layer first, so no entity's weights are made. An entity whose
-        features are all zero (padded steps, dead agents, enemies out of sight: most of a batch)
+        features are all zero (padded steps, dead agents, enemies out of sight)
         has the same W and b as any other such entity, so they are computed once per step and
         the hypernetworks run only on the entities with features."""
         k, h = self.heads, self.hidden_dim
