@@ -521,6 +521,15 @@ def test_all_in_range_counts_the_shared_steps_whose_sender_has_living_teammates(
     # step 0 (3) and none of step 1 (each misses 2, or 2 misses both)
     assert out.stats["share_all_in_range"].item() == pytest.approx(3 / 6)
     assert out.stats["share_fallback_rate"].item() == pytest.approx(2 / 7)  # agent 2 at step 1, agent 0 alone
+    # nothing shared: the rates over shared steps are not logged (a 0 would read as "nobody in range")
+    none = Sharer(args, n, torch.device("cpu")).share(torch.randn(1, 3, n), mask * 0, {"visible": visible}, 0)
+    assert set(none.stats) == {"share_fraction", "share_extra_weight"}
+    assert none.stats["share_fraction"].item() == 0 and none.stats["share_extra_weight"].item() == 0
+    # a sender alone at every shared step: shared, but no rate of teammates in range
+    alone = Sharer(args, n, torch.device("cpu")).share(
+        torch.randn(1, 3, n), mask * (torch.arange(3) == 2).view(1, 3, 1), {"visible": visible}, 0
+    )
+    assert "share_all_in_range" not in alone.stats and alone.stats["share_fallback_rate"].item() == 1.0
 
 
 def test_share_statistics_are_logged(tmp_path):

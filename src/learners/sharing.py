@@ -247,18 +247,18 @@ class Sharer:
         if args.share_control == "mass":
             extra = self._scatter_randomly(extra, mask)
         n_valid = mask.sum().clamp(min=1.0)
-        n_shared = shared.sum().clamp(min=1)
+        n_shared = shared.sum()
         # over the shared steps whose sender has a living teammate (with none, "all in range" is
         # empty, and range could not have mattered)
         with_mates = shared & (living.sum(-1) > 0)
         everyone = (in_range == living).all(-1) & with_mates
-        stats = {
-            "share_fraction": shared.sum() / n_valid,
-            "share_receivers_mean": receivers.sum(-1)[shared].sum() / n_shared,
-            "share_fallback_rate": nobody.sum() / n_shared,
-            "share_all_in_range": everyone.sum() / with_mates.sum().clamp(min=1),
-            "share_extra_weight": extra.sum(),
-        }
+        stats = {"share_fraction": n_shared / n_valid, "share_extra_weight": extra.sum()}
+        # a rate over the shared steps is not logged when there are none (not a rate of 0)
+        if n_shared > 0:
+            stats["share_receivers_mean"] = receivers.sum(-1)[shared].sum() / n_shared
+            stats["share_fallback_rate"] = nobody.sum() / n_shared
+        if with_mates.any():
+            stats["share_all_in_range"] = everyone.sum() / with_mates.sum()
         return SimpleNamespace(senders=senders, receivers=receivers, extra=extra, stats=stats)
 
     def _living(self, mask):
