@@ -296,10 +296,9 @@ class GFootballEnv(MultiAgentEnv):
         core as its _get_actions forms them (the player's list, nothing flipped), and the result
         is the same (per-player observations, rewards, done, info), with each player's
         observation a view of the core's fresh one instead of two deep copies of it."""
-        env = self.env
-        env._agent.set_action(actions)
+        env = self.env  # its agent player's stored action is read only by _get_actions: not set
         obs, reward, done, info = env._env.step(list(actions))
-        env._cached_observation = None
+        env._cached_observation = None  # FootballEnv.observation() reads the new step
         info["score_reward"] = reward
         return self._players_view(obs), np.full(self.n_agents, reward, dtype=np.float32), done, info
 

@@ -20,6 +20,7 @@ without sharing. Every rule is vectorised; the loops are over agents, never over
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from types import SimpleNamespace
 
 import torch
@@ -202,6 +203,34 @@ class Window:
         self.values = [v.clone() for v in state["values"]]
 
 
+class Shared(SimpleNamespace):
+    """One update's sharing: senders S [B, T, N], receivers R [B, T, N_send, N_recv] (0/1, gates
+    drawn), extra [B, T, N] = S * receivers per step, and its statistics, computed when read
+    (the learners read them only when they log, so other updates pay neither their sums nor,
+    on a GPU, the host syncs of their emptiness checks)."""
+
+    @cached_property
+    def stats(self):
+        shared = self.senders > 0
+        nobody = shared & (self.in_range.sum(-1) == 0)  # shared, nobody in range: the fallback's
+        n_shared = shared.sum()
+        # over the shared steps whose sender has a living teammate (with none, "all in range" is
+        # empty, and range could not have mattered)
+        with_mates = shared & (self.living.sum(-1) > 0)
+        everyone = (self.in_range == self.living).all(-1) & with_mates
+        stats = {
+            "share_fraction": n_shared / self.mask.sum().clamp(min=1.0),
+            "share_extra_weight": self.extra.sum(),
+        }
+        # a rate over the shared steps is not logged when there are none (not a rate of 0)
+        if n_shared > 0:
+            stats["share_receivers_mean"] = self.receivers.sum(-1)[shared].sum() / n_shared
+            stats["share_fallback_rate"] = nobody.sum() / n_shared
+        if with_mates.any():
+            stats["share_all_in_range"] = everyone.sum() / with_mates.sum()
+        return stats
+
+
 class Sharer:
     """Sharing's state (its generator, SUPER's windows) and one update's share weights."""
 
@@ -220,9 +249,7 @@ class Sharer:
         self.window.load_state_dict(state)
 
     def share(self, delta, mask, batch, t_env):
-        """delta [B, T, N] (the individual TD errors), mask [B, T, N] (valid and alive) ->
-        SimpleNamespace(senders S [B, T, N], receivers R [B, T, N_send, N_recv] (0/1, gates drawn),
-        extra [B, T, N] = S * receivers per step, stats {name: float})."""
+        """delta [B, T, N] (the individual TD errors), mask [B, T, N] (valid and alive) -> Shared."""
         args = self.args
         x = delta.detach()
         e = x.abs() * mask
@@ -246,20 +273,9 @@ class Sharer:
         extra = senders * receivers.sum(-1)
         if args.share_control == "mass":
             extra = self._scatter_randomly(extra, mask)
-        n_valid = mask.sum().clamp(min=1.0)
-        n_shared = shared.sum()
-        # over the shared steps whose sender has a living teammate (with none, "all in range" is
-        # empty, and range could not have mattered)
-        with_mates = shared & (living.sum(-1) > 0)
-        everyone = (in_range == living).all(-1) & with_mates
-        stats = {"share_fraction": n_shared / n_valid, "share_extra_weight": extra.sum()}
-        # a rate over the shared steps is not logged when there are none (not a rate of 0)
-        if n_shared > 0:
-            stats["share_receivers_mean"] = receivers.sum(-1)[shared].sum() / n_shared
-            stats["share_fallback_rate"] = nobody.sum() / n_shared
-        if with_mates.any():
-            stats["share_all_in_range"] = everyone.sum() / with_mates.sum()
-        return SimpleNamespace(senders=senders, receivers=receivers, extra=extra, stats=stats)
+        return Shared(
+            senders=senders, receivers=receivers, extra=extra, mask=mask, living=living, in_range=in_range
+        )
 
     def _living(self, mask):
         n = self.n_agents
