@@ -413,6 +413,19 @@ def play(runner, n=4):
     return batch
 
 
+def main_in_process_of_its_own(argv, timeout=300):
+    """src/main.py in a process of its own, as from a fresh shell (no protobuf runtime chosen by
+    an earlier test) -> CompletedProcess with text stdout and stderr."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
+    main_py = os.path.join(ROOT, "src", "main.py")
+    return subprocess.run(
+        [sys.executable, main_py, *argv], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
 def real_smac_check(*args):
     """A check of tests/real_smac_checks.py in a process of its own (SMAC and SMACv2 register the
     same maps with PySC2; protobuf's runtime must be chosen first); fails, never skips, if it fails."""

@@ -219,8 +219,23 @@ def test_a_protobuf_mismatch_is_named(monkeypatch):
 
     monkeypatch.setenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "upb")
     monkeypatch.setattr(sc2_env.importlib, "import_module", descriptors)
+    monkeypatch.setattr(sc2_env, "loaded_protobuf_runtime", lambda: "upb")
     with pytest.raises(ConfigError, match="PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=upb: unset it"):
         sc2_env.import_game_package("smac.env", "SMAC", sc2_env.INSTALL)
+    # imported earlier in the process with another runtime than the one now chosen: no setting of
+    # the variable helps this process, and the error says so instead of "set it to python"
+    monkeypatch.setenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+    with pytest.raises(ConfigError, match="imported in this process with its upb runtime") as e:
+        sc2_env.import_game_package("smac.env", "SMAC", sc2_env.INSTALL)
+    assert "fresh process" in str(e.value) and "unset it" not in str(e.value)
+
+
+def test_the_loaded_protobuf_runtime_is_read_from_protobuf_itself():
+    import google.protobuf  # noqa: F401  (the suite's earlier imports may have loaded it already)
+    from google.protobuf.internal import api_implementation
+
+    assert sc2_env.loaded_protobuf_runtime() == api_implementation.Type()
+    assert sc2_env.loaded_protobuf_runtime() in {"upb", "python", "cpp"}
 
 
 def test_real_smac_when_installed(tmp_path):

@@ -8,6 +8,7 @@ import glob
 import importlib
 import importlib.metadata
 import os
+import sys
 
 import numpy as np
 
@@ -37,6 +38,16 @@ def protobuf_runtime():
         os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
 
 
+def loaded_protobuf_runtime():
+    """The runtime protobuf was imported with in this process ("upb", "python", "cpp"), or None
+    where it has not been imported."""
+    if "google.protobuf" not in sys.modules:
+        return None
+    from google.protobuf.internal import api_implementation
+
+    return api_implementation.Type()
+
+
 def smac_distribution():
     """What provides the `smac` module: "smac" (the StarCraft Multi-Agent Challenge), "smac3"
     (PyPI's smac, a hyperparameter optimiser) or None, told by the distribution's files."""
@@ -62,6 +73,16 @@ def import_game_package(module, what, install):
         if "Descriptors cannot be created directly" not in str(e):
             raise
         runtime = os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION")
+        loaded = loaded_protobuf_runtime()
+        if loaded is not None and loaded != runtime:
+            # protobuf fixes its runtime when first imported: something in this process imported
+            # it before the wrapper chose (a notebook's tensorboard or wandb, an earlier run)
+            raise ConfigError(
+                f"protobuf {importlib.metadata.version('protobuf')} was imported in this process "
+                f"with its {loaded} runtime before the sc2 wrappers chose one, and that runtime "
+                "cannot load StarCraft II's protocol files: start a fresh process, or set "
+                "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python before anything imports protobuf"
+            ) from None
         raise ConfigError(
             f"protobuf {importlib.metadata.version('protobuf')} cannot load StarCraft II's protocol "
             f"files with PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION={runtime}: unset it (the sc2 "
