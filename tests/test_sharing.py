@@ -506,8 +506,8 @@ def test_all_in_range_counts_the_shared_steps_whose_sender_has_living_teammates(
 
     args = SimpleNamespace(
         seed=1, share_window=10, share_rule="all", share_to="sight", share_fallback="drop",
-        receive_rule="all", share_control="none", share_ratio_start=0.0, share_ratio_end=0.5,
-        share_warm_up_ratio=0.6, t_max=100, schedule_horizon=None,
+        receive_rule="all", share_control="none", share_weight=1.0, share_ratio_start=0.0,
+        share_ratio_end=0.5, share_warm_up_ratio=0.6, t_max=100, schedule_horizon=None,
     )  # fmt: skip
     n = 3
     mask = torch.zeros(1, 3, n)
@@ -531,6 +531,59 @@ def test_all_in_range_counts_the_shared_steps_whose_sender_has_living_teammates(
         torch.randn(1, 3, n), mask * (torch.arange(3) == 2).view(1, 3, 1), {"visible": visible}, 0
     )
     assert "share_all_in_range" not in alone.stats and alone.stats["share_fallback_rate"].item() == 1.0
+
+
+def test_share_weight_scales_each_shared_copy_and_the_mass_control_moves_the_same_weight():
+    from learners.sharing import Sharer
+
+    def shared(weight, control="none"):
+        args = SimpleNamespace(
+            seed=3, share_window=10, share_rule="all", share_to="all", share_fallback="drop",
+            receive_rule="all", share_control=control, share_weight=weight, share_ratio_start=0.0,
+            share_ratio_end=0.5, share_warm_up_ratio=0.6, t_max=100, schedule_horizon=None,
+        )  # fmt: skip
+        mask = torch.ones(2, 5, 3)
+        mask[1, 3:] = 0.0  # a short episode
+        mask[0, 2, 1] = 0.0  # a dead agent
+        delta = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0))
+        return Sharer(args, 3, torch.device("cpu")).share(delta, mask, {}, 0)
+
+    one, half = shared(1.0), shared(0.5)
+    assert one.extra.sum() > 0
+    assert torch.equal(half.extra, 0.5 * one.extra) and torch.equal(half.receivers, one.receivers)
+    assert half.stats["share_extra_weight"].item() == pytest.approx(
+        0.5 * one.stats["share_extra_weight"].item()
+    )
+    assert shared(0.0).extra.sum() == 0
+    moved_one, moved_half = shared(1.0, "mass"), shared(0.5, "mass")  # same generator: same places
+    assert torch.equal(moved_half.extra, 0.5 * moved_one.extra)
+    assert moved_half.extra.sum().item() == pytest.approx(half.extra.sum().item())
+
+
+def test_share_weight_scales_the_receivers_term_and_zero_trains_as_differ(tmp_path):
+    torch.manual_seed(0)
+    args = learner_args(
+        mixer="qmix", agent="rnn", selected="all", agent_param_sharing=False, share_rule="all",
+        share_target="receiver", t_max=1000,
+    )  # fmt: skip
+    batch = make_batch()
+    mac = mac_REGISTRY["basic_mac"](batch.scheme, {"agents": N}, args)
+    learner = le_REGISTRY["q_divide_learner"](mac, batch.scheme, Logger(get_console_logger()), args)
+    out = learner.forward_and_targets(batch)
+    indi = learner.individual_errors(batch, out, learner.team_step(batch, out))
+    senders = indi.mask.clone()
+    receivers = (1 - torch.eye(N)).expand(*indi.mask.shape, N).clone()
+    shared = SimpleNamespace(senders=senders, receivers=receivers)
+    full = learner.receiver_loss(batch, indi.reward_i, indi.terminated, shared)
+    args.share_weight = 0.25
+    assert full.item() > 0
+    assert learner.receiver_loss(batch, indi.reward_i, indi.terminated, shared).item() == pytest.approx(
+        0.25 * full.item(), rel=1e-6
+    )
+    # on the researcher's learner, weight 0 trains exactly as DIFFER (only the share_ logs differ)
+    zero = metrics_of(tmp_path, "inspire_qmix", "share_weight=0")
+    assert without_share_stats(zero) == metrics_of(tmp_path, "differ_qmix")
+    assert set(zero["share_extra_weight"]) == {0.0} and max(zero["share_fraction"]) > 0
 
 
 def test_share_statistics_are_logged(tmp_path):

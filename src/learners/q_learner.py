@@ -192,6 +192,8 @@ class QLearner(Learner):
             done = terminated[:, :, sender].movedim(2, 0).flatten(0, 1)
             targets = reward + args.gamma * (1 - done) * q_next
         weight = torch.stack(weights).flatten(0, 1)  # [K * B, T, N]
+        if args.share_weight != 1.0:
+            weight = weight * args.share_weight
         return (weight * (q_taken - targets) ** 2).sum()
 
     def state_dict(self) -> dict:

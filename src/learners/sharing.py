@@ -271,6 +271,8 @@ class Sharer:
             )
         receivers = receivers * shared.unsqueeze(-1).to(receivers.dtype)
         extra = senders * receivers.sum(-1)
+        if args.share_weight != 1.0:
+            extra = extra * args.share_weight
         if args.share_control == "mass":
             extra = self._scatter_randomly(extra, mask)
         return Shared(
