@@ -205,9 +205,9 @@ class Window:
 
 class Shared(SimpleNamespace):
     """One update's sharing: senders S [B, T, N], receivers R [B, T, N_send, N_recv] (0/1, gates
-    drawn), extra [B, T, N] = S * receivers per step, and its statistics, computed when read
-    (the learners read them only when they log, so other updates pay neither their sums nor,
-    on a GPU, the host syncs of their emptiness checks)."""
+    drawn), extra [B, T, N] = S * receivers per step * share_weight, and its statistics, computed
+    when read (the learners read them only when they log, so other updates pay neither their sums
+    nor, on a GPU, the host syncs of their emptiness checks)."""
 
     @cached_property
     def stats(self):
