@@ -79,7 +79,7 @@ def parse_args(argv):
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="keep runs whose config KEY equals VALUE (repeatable)",
+        help="keep runs whose config KEY equals VALUE, or any of VALUE1,VALUE2 (repeatable: all must hold)",
     )
     p.add_argument("--smooth", type=int, default=1, help="moving average over K logged points")
     p.add_argument(

@@ -213,6 +213,15 @@ def test_plot_filter_and_iqm(swept, tmp_path):
     with open(out + "_iqm.csv") as f:
         iqm = list(csv.DictReader(f))
     assert len(iqm) == 1 and float(iqm[0]["ci_low"]) <= float(iqm[0]["iqm"]) <= float(iqm[0]["ci_high"])
+    # any of several values; a value not among the runs' keeps nothing of its own
+    with pytest.warns(UserWarning, match=UNREADABLE):
+        assert plot.main([str(root / "results"), "--filter", "name=qmix,vdn,nope", "--out", out]) == 0
+    with open(out + ".csv") as f:
+        assert sorted(r["group"] for r in csv.DictReader(f)) == ["qmix", "vdn"]
+    with pytest.warns(UserWarning, match=UNREADABLE):
+        assert plot.main([str(root / "results"), "--filter", "name=vdn,nope", "--out", out]) == 0
+    with open(out + ".csv") as f:
+        assert [r["group"] for r in csv.DictReader(f)] == ["vdn"]
     # the fixture's corrupted record is skipped with a warning on purpose; expect it, not show it
     with pytest.raises(SystemExit, match="not a config key"), pytest.warns(UserWarning, match=UNREADABLE):
         plot.main([str(root / "results"), "--filter", "nope=1", "--out", out])

@@ -51,7 +51,9 @@ def apply_filters(df, filters):
                 f"error: --filter key '{key}' is not a config key of these runs; "
                 f"some valid ones: {', '.join(sorted(c for c in df.columns if '.' in c)[:12])}"
             )
-        df = df[df[key].astype(str) == value]
+        # V1,V2: any of them (a value that itself holds a comma still matches whole)
+        wanted = {value, *value.split(",")}
+        df = df[df[key].astype(str).isin(wanted)]
     return df
 
 
