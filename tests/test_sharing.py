@@ -381,19 +381,27 @@ def test_a_new_step_field_declared_once_is_recorded_at_every_step_by_every_runne
 # --- the receiver target ---------------------------------------------------------------------------
 
 
-def test_receiver_term_moves_only_the_receivers_network():
-    torch.manual_seed(0)
+def receiver_learner(seed, **extra):
+    """A q_divide_learner with one network per agent and the receiver target on a random batch."""
+    torch.manual_seed(seed)
     args = learner_args(
         mixer="qmix", agent="rnn", selected="all", agent_param_sharing=False, share_rule="all",
-        share_target="receiver", t_max=1000,
+        share_target="receiver", t_max=1000, **extra,
     )  # fmt: skip
     batch = make_batch()
-    scheme = batch.scheme
-    mac = mac_REGISTRY["basic_mac"](scheme, {"agents": N}, args)
-    learner = le_REGISTRY["q_divide_learner"](mac, scheme, Logger(get_console_logger()), args)
+    mac = mac_REGISTRY["basic_mac"](batch.scheme, {"agents": N}, args)
+    learner = le_REGISTRY["q_divide_learner"](mac, batch.scheme, Logger(get_console_logger()), args)
+    return args, batch, mac, learner
+
+
+def individual_errors(learner, batch):
     out = learner.forward_and_targets(batch)
-    team = learner.team_step(batch, out)
-    indi = learner.individual_errors(batch, out, team)
+    return learner.individual_errors(batch, out, learner.team_step(batch, out))
+
+
+def test_receiver_term_moves_only_the_receivers_network():
+    _, batch, mac, learner = receiver_learner(0)
+    indi = individual_errors(learner, batch)
     senders = torch.zeros_like(indi.mask)
     senders[..., 0] = indi.mask[..., 0]  # agent 0 shares every valid step
     receivers = torch.zeros(*indi.mask.shape, N)
@@ -412,19 +420,10 @@ def test_receiver_term_equals_each_pair_through_the_receivers_own_network():
     """The receiver term, every shift through the networks in one stacked call, equals the sum
     over (sender i, receiver j) of net j on i's inputs with a one-step target through j's target
     network (double Q), weighted by how often i shared each step with j; the gradients too."""
-    torch.manual_seed(1)
-    args = learner_args(
-        mixer="qmix", agent="rnn", selected="all", agent_param_sharing=False, share_rule="all",
-        share_target="receiver", t_max=1000, double_q=True,
-    )  # fmt: skip
-    batch = make_batch()
-    mac = mac_REGISTRY["basic_mac"](batch.scheme, {"agents": N}, args)
-    learner = le_REGISTRY["q_divide_learner"](mac, batch.scheme, Logger(get_console_logger()), args)
+    args, batch, mac, learner = receiver_learner(1, double_q=True)
     for p in learner.target_mac.parameters():  # a target network that differs from the online one
         p.data.add_(0.1 * torch.randn_like(p))
-    out = learner.forward_and_targets(batch)
-    team = learner.team_step(batch, out)
-    indi = learner.individual_errors(batch, out, team)
+    indi = individual_errors(learner, batch)
     g = torch.Generator().manual_seed(2)
     senders = torch.randint(0, 3, indi.mask.shape, generator=g).float() * indi.mask
     receivers = torch.bernoulli(torch.full((*indi.mask.shape, N), 0.5), generator=g)
@@ -499,16 +498,22 @@ def test_reward_sparse_gives_smacs_values(env_name, map_name):
     assert -1 in ends  # random play loses
 
 
+def sharer_args(**changes):
+    """The keys Sharer reads: share with every living teammate, every step, weight 1."""
+    base = dict(
+        seed=1, share_window=10, share_rule="all", share_to="all", share_fallback="drop",
+        receive_rule="all", share_control="none", share_weight=1.0, share_ratio_start=0.0,
+        share_ratio_end=0.5, share_warm_up_ratio=0.6, t_max=100, schedule_horizon=None,
+    )  # fmt: skip
+    return SimpleNamespace(**{**base, **changes})
+
+
 def test_all_in_range_counts_the_shared_steps_whose_sender_has_living_teammates():
     """share_all_in_range: of the shared steps at which the sender has a living teammate, those
     at which every living teammate is in sight; a sender alone counts in neither part."""
     from learners.sharing import Sharer
 
-    args = SimpleNamespace(
-        seed=1, share_window=10, share_rule="all", share_to="sight", share_fallback="drop",
-        receive_rule="all", share_control="none", share_weight=1.0, share_ratio_start=0.0,
-        share_ratio_end=0.5, share_warm_up_ratio=0.6, t_max=100, schedule_horizon=None,
-    )  # fmt: skip
+    args = sharer_args(share_to="sight")
     n = 3
     mask = torch.zeros(1, 3, n)
     mask[0, 0] = 1.0  # step 0: all three alive
@@ -537,11 +542,7 @@ def test_share_weight_scales_each_shared_copy_and_the_mass_control_moves_the_sam
     from learners.sharing import Sharer
 
     def shared(weight, control="none"):
-        args = SimpleNamespace(
-            seed=3, share_window=10, share_rule="all", share_to="all", share_fallback="drop",
-            receive_rule="all", share_control=control, share_weight=weight, share_ratio_start=0.0,
-            share_ratio_end=0.5, share_warm_up_ratio=0.6, t_max=100, schedule_horizon=None,
-        )  # fmt: skip
+        args = sharer_args(seed=3, share_control=control, share_weight=weight)
         mask = torch.ones(2, 5, 3)
         mask[1, 3:] = 0.0  # a short episode
         mask[0, 2, 1] = 0.0  # a dead agent
@@ -561,16 +562,8 @@ def test_share_weight_scales_each_shared_copy_and_the_mass_control_moves_the_sam
 
 
 def test_share_weight_scales_the_receivers_term_and_zero_trains_as_differ(tmp_path):
-    torch.manual_seed(0)
-    args = learner_args(
-        mixer="qmix", agent="rnn", selected="all", agent_param_sharing=False, share_rule="all",
-        share_target="receiver", t_max=1000,
-    )  # fmt: skip
-    batch = make_batch()
-    mac = mac_REGISTRY["basic_mac"](batch.scheme, {"agents": N}, args)
-    learner = le_REGISTRY["q_divide_learner"](mac, batch.scheme, Logger(get_console_logger()), args)
-    out = learner.forward_and_targets(batch)
-    indi = learner.individual_errors(batch, out, learner.team_step(batch, out))
+    args, batch, _, learner = receiver_learner(0)
+    indi = individual_errors(learner, batch)
     senders = indi.mask.clone()
     receivers = (1 - torch.eye(N)).expand(*indi.mask.shape, N).clone()
     shared = SimpleNamespace(senders=senders, receivers=receivers)
