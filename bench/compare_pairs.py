@@ -168,7 +168,7 @@ def main():
     p.add_argument("--steps", default="100000,250000,500000,750000,1000000")
     p.add_argument("--last", type=int, default=5)
     p.add_argument("--reach", default=None, help="levels, comma-separated (e.g. 0.5,0.8)")
-    p.add_argument("--filter", action="append", default=[], help="KEY=VALUE (repeatable)")
+    p.add_argument("--filter", action="append", default=[], help="KEY=VALUE or KEY=V1,V2 (any; repeatable)")
     p.add_argument("--digits", type=int, default=None, help="decimals (default: 2 for values in [0, 1])")
     a = p.parse_args()
 
