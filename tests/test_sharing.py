@@ -588,6 +588,29 @@ def test_share_statistics_are_logged(tmp_path):
     assert math.isfinite(sum(m["share_extra_weight"]))
 
 
+def test_the_decomposition_diagnostics_are_what_the_update_used():
+    """rho_abs_mean (how much the mixer reads the agents' utilities), delta_i_mean and the extra-
+    weighted share_delta_i_mean: the signed mean of delta_i where sharing put its extra weight."""
+    torch.manual_seed(0)
+    args = learner_args(
+        mixer="qmix", agent="rnn", selected="all", share_rule="density", share_ratio_start=0.5,
+        share_target="reweight", t_max=1000,
+    )  # fmt: skip
+    batch = make_batch()
+    mac = mac_REGISTRY["basic_mac"](batch.scheme, {"agents": N}, args)
+    learner = le_REGISTRY["q_divide_learner"](mac, batch.scheme, Logger(get_console_logger()), args)
+    learner.train(batch, t_env=0, episode_num=0)
+    last, stats = learner.last, {k: v[-1][1] for k, v in learner.logger.stats.items()}
+    mask, delta, extra = last["indi_mask"], last["delta_i"], last["shared"].extra
+    assert extra.sum() > 0 and (extra * (1 - mask)).sum() == 0
+    assert stats["rho_abs_mean"] == pytest.approx(((last["rho"].abs() * mask).sum() / mask.sum()).item())
+    assert stats["rho_abs_mean"] > 0
+    assert stats["delta_i_mean"] == pytest.approx((delta.sum() / mask.sum()).item())
+    weighted = ((extra * delta).sum() / extra.sum()).item()
+    assert stats["share_delta_i_mean"] == pytest.approx(weighted)
+    assert weighted != pytest.approx(stats["delta_i_mean"])  # the density rule is not uniform
+
+
 @pytest.mark.parametrize(
     "env_config, extra",
     [

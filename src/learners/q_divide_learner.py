@@ -82,6 +82,11 @@ class QDivideLearner(QLearner):
         if self.log_due(t_env):
             mask, n_valid_team, n_valid = out.mask, team.n_valid, indi.mask.sum()
             delta_i, indi_mask = indi.delta_i, indi.mask
+            # rho near 0 means the mixer no longer reads the agents' utilities (and delta_i fades);
+            # the signed means show whether extra weight lands on one sign of delta_i.
+            extra = {}
+            if shared is not None and shared.extra.sum() > 0:
+                extra["share_delta_i_mean"] = (shared.extra * delta_i).sum() / shared.extra.sum()
             self.log(
                 t_env,
                 selected_ratio=ratio,
@@ -95,7 +100,10 @@ class QDivideLearner(QLearner):
                 q_taken_mean=(out.q_taken * indi_mask).sum() / n_valid,
                 reward_i_mean=(indi.reward_i * indi_mask).sum() / n_valid,
                 q_selected_weight_mean=(weights * indi_mask).sum() / n_valid,
+                rho_abs_mean=(team.rho.abs() * indi_mask).sum() / n_valid,
+                delta_i_mean=delta_i.sum() / n_valid,
                 **(shared.stats if shared is not None else {}),
+                **extra,
             )
         return self.feedback(team.delta_tot * out.mask, out.mask)
 
