@@ -2,8 +2,9 @@
 a q_divide_learner run with sharing (inspire_qmix and its arms, super_qmix), resume it for a few
 thousand steps with the learner logging every update, and print the means over those updates:
 the agents' utility Q_i, rho (how much the mixer reads them), |delta_i| and |delta_tot|, delta_i's
-plain mean and its mean under the extra weight, and their difference with a 95% interval over the
-updates. A positive lean pushes the agents' utilities down on every update.
+plain mean and its mean under the extra weight, and their difference (the lean) with a 95% interval
+over the updates, also in units of |delta_i|. A positive lean pushes the agents' utilities down on
+every update.
 
     OMP_NUM_THREADS=1 python bench/share_lean.py results/models/<run folder> [...] [--step 300000]
         [--steps 12000]
@@ -75,10 +76,12 @@ def row(folder, chosen, cfg, metrics):
     half = 1.96 * math.sqrt(sum((x - d) ** 2 for x in diff) / max(n - 1, 1) / n)
     arm = f"{cfg['name']} ({cfg.get('share_control')}, {cfg.get('share_to')}, seed {cfg.get('seed')})"
     logged = {k: mean(after(metrics, k, chosen)) for k in LOGGED}
+    scale = max(logged["q_td_error_abs"], 1e-12)  # the lean in units of |delta_i| (sparse rewards' are tiny)
     cells = [
         arm, f"{chosen // 1000}k", str(n), f"{logged['q_taken_mean']:.2f}", f"{logged['rho_abs_mean']:.3f}",
         f"{logged['q_td_error_abs']:.4f}", f"{logged['mixer_td_error_abs']:.3f}", f"{mean(plain):+.4f}",
         f"{mean(weighted):+.4f}", f"{d:+.4f} [{d - half:+.4f}, {d + half:+.4f}]",
+        f"{d / scale:+.2f} [{(d - half) / scale:+.2f}, {(d + half) / scale:+.2f}]",
     ]  # fmt: skip
     return "| " + " | ".join(cells) + " |"
 
@@ -94,8 +97,8 @@ def main_(argv=None):
         with tempfile.TemporaryDirectory() as out:
             rows.append(row(folder, *resume(folder, args.step, args.steps, out)))
     print("\n| run | from | updates | Q_i | rho | \\|delta_i\\| | \\|delta_tot\\| | delta_i mean | "
-          "under the extra weight | lean [95%] |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "under the extra weight | lean [95%] | lean / \\|delta_i\\| |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 
