@@ -26,24 +26,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 import main  # noqa: E402
+from utils.checkpoint import check_checkpoint  # noqa: E402
 
 KEYS = ("map_name", "reward_sparse")  # env_args the resumed run must share with the saved one
 LOGGED = ("q_taken_mean", "rho_abs_mean", "q_td_error_abs", "mixer_td_error_abs")
 RUN_KEYS = ("seed", "schedule_horizon", "share_control", "share_to", "share_weight", "share_rule", "selected")
 
 
-def checkpoint_meta(folder, step):
-    steps = sorted(int(s) for s in os.listdir(folder) if s.isdigit())
-    if not steps:
-        raise SystemExit(f"{folder}: no saved steps in it")
-    chosen = steps[-1] if step == 0 else min(steps, key=lambda s: abs(s - step))
-    with open(os.path.join(folder, str(chosen), "meta.json")) as f:
-        return chosen, json.load(f)
-
-
 def resume(folder, step, steps, out):
-    chosen, meta = checkpoint_meta(folder, step)
-    cfg = meta["config"]
+    with open(os.path.join(check_checkpoint(folder, step), "meta.json")) as f:  # main's own choice of step
+        meta = json.load(f)
+    chosen, cfg = meta["t_env"], meta["config"]
     argv = [f"--config={meta['name']}", f"--env-config={meta['env']}", "with"]
     argv += [f"env_args.{k}={cfg['env_args'][k]}" for k in KEYS if k in cfg["env_args"]]
     argv += [f"{k}={cfg[k]}" for k in RUN_KEYS if cfg.get(k) is not None]
@@ -65,8 +58,11 @@ def after(metrics, key, start):
     return [v for s, v in zip(m["steps"], m["values"], strict=True) if s > start]
 
 
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
 def row(folder, chosen, cfg, metrics):
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     plain, weighted = after(metrics, "delta_i_mean", chosen), after(metrics, "share_delta_i_mean", chosen)
     if not weighted:
         raise SystemExit(f"{folder}: no update logged share_delta_i_mean (a run without sharing?)")

@@ -84,9 +84,9 @@ class QDivideLearner(QLearner):
             delta_i, indi_mask = indi.delta_i, indi.mask
             # rho near 0 means the mixer no longer reads the agents' utilities (and delta_i fades);
             # the signed means show whether extra weight lands on one sign of delta_i.
-            extra = {}
-            if shared is not None and shared.extra.sum() > 0:
-                extra["share_delta_i_mean"] = (shared.extra * delta_i).sum() / shared.extra.sum()
+            lean = {}
+            if shared is not None and (mass := shared.extra.sum()) > 0:
+                lean["share_delta_i_mean"] = (shared.extra * delta_i).sum() / mass
             self.log(
                 t_env,
                 selected_ratio=ratio,
@@ -103,7 +103,7 @@ class QDivideLearner(QLearner):
                 rho_abs_mean=(team.rho.abs() * indi_mask).sum() / n_valid,
                 delta_i_mean=delta_i.sum() / n_valid,
                 **(shared.stats if shared is not None else {}),
-                **extra,
+                **lean,
             )
         return self.feedback(team.delta_tot * out.mask, out.mask)
 
