@@ -4,10 +4,14 @@ thousand steps with the learner logging every update, and print the means over t
 the agents' utility Q_i, rho (how much the mixer reads them), |delta_i| and |delta_tot|, delta_i's
 plain mean and its mean under the extra weight, and their difference (the lean) with a 95% interval
 over the updates, also in units of |delta_i|. A positive lean pushes the agents' utilities down on
-every update.
+every update. With --by-event it also splits the lean by the kind of step the extra weight lands on
+(the team's last step, a time-limit cut, the agent's own death, a rewarded step, a quiet one): per
+kind, its share of the valid agent-steps and of the extra weight, delta_i's mean and skewness
+there, and the lean in two parts, from weighting whole kinds of step more (between) and from
+picking one tail inside a kind (within); the parts sum to the lean.
 
     OMP_NUM_THREADS=1 python bench/share_lean.py results/models/<run folder> [...] [--step 300000]
-        [--steps 12000]
+        [--steps 12000] [--by-event]
 
 The resumed run starts with an empty buffer (a final checkpoint keeps none), so its batches are
 the last few dozen episodes of the resumed policy, not the 5000-episode buffer of training.
@@ -25,12 +29,107 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
+import torch  # noqa: E402
+
 import main  # noqa: E402
+from learners.q_divide_learner import QDivideLearner  # noqa: E402
 from utils.checkpoint import check_checkpoint  # noqa: E402
 
 KEYS = ("map_name", "reward_sparse")  # env_args the resumed run must share with the saved one
 LOGGED = ("q_taken_mean", "rho_abs_mean", "q_td_error_abs", "mixer_td_error_abs")
 RUN_KEYS = ("seed", "schedule_horizon", "share_control", "share_to", "share_weight", "share_rule", "selected")
+
+
+EVENTS = ("team's last step", "time-limit cut", "own death", "rewarded", "quiet")
+
+
+def step_kinds(batch, shape):
+    """[B, T, N] index into EVENTS of each agent-step, the first that applies."""
+    term = batch["terminated"][:, :-1].float()  # [B, T, 1]
+    filled = batch["filled"].float()  # an episode of L steps fills slots 0..L (L: the final obs)
+    after_next = torch.cat([filled[:, 2:], torch.zeros_like(filled[:, :1])], 1)
+    last = filled[:, 1:] * (1 - after_next) * (1 - term)  # step L - 1, not an end: a time-limit cut
+    death = batch["indi_terminated"][:, :-1].float()  # [B, T, N]
+    rewarded = (batch["reward"][:, :-1] > 0).float()
+    kinds = torch.full(shape, 4, dtype=torch.long)
+    for k, flag in reversed(list(enumerate((term, last, death, rewarded)))):
+        kinds = torch.where(flag.expand(shape) > 0, torch.full_like(kinds, k), kinds)
+    return kinds
+
+
+class EventSplit:
+    """Wraps QDivideLearner.train to add up, per update, each kind of step's counts, extra weight
+    and weighted delta_i (from the update's own tensors in learner.last)."""
+
+    def __init__(self):
+        self.updates = []
+
+    def __enter__(self):
+        self.train, split = QDivideLearner.train, self
+
+        def train(learner, batch, t_env, episode_num):
+            result = split.train(learner, batch, t_env, episode_num)
+            split.add(learner.last, batch)
+            return result
+
+        QDivideLearner.train = train
+        return self
+
+    def __exit__(self, *exc):
+        QDivideLearner.train = self.train
+
+    def add(self, last, batch):
+        shared = last["shared"]
+        if shared is None or shared.extra.sum() <= 0:
+            return
+        delta, mask, extra = last["delta_i"].cpu(), last["indi_mask"].cpu(), shared.extra.cpu()
+        kinds = step_kinds(batch, delta.shape)
+        per = []
+        for k in range(len(EVENTS)):
+            at = (kinds == k).float() * mask
+            sums = [(delta**p * at).sum() for p in (0, 1, 2, 3)]  # p = 0: the count
+            per.append([*sums, (extra * at).sum(), (extra * delta * at).sum()])
+        self.updates.append(torch.tensor(per, dtype=torch.float64))  # [kinds, 6]
+
+    def rows(self):
+        """Per kind: its share of the agent-steps and of the extra weight, delta_i's plain mean and
+        skewness there, and the lean in two parts that sum to it over the kinds: `between`, from
+        weighting the kind more or less than its share of steps ((share of weight - share of steps)
+        * plain mean), and `within`, from the weight picking one tail inside the kind (share of
+        weight * (weighted mean - plain mean)); each the mean over updates with a 95% interval."""
+        u = torch.stack(self.updates)  # [U, K, 6]
+        count, s1, s2, s3, mass, wsum = u.unbind(-1)
+        total, mass_total = count.sum(1, keepdim=True), mass.sum(1, keepdim=True)
+        mean_k = s1 / count.clamp(min=1)
+        between = (mass / mass_total - count / total) * mean_k
+        within = (wsum - mass * mean_k) / mass_total
+
+        def cell(x):
+            m, h = x.mean().item(), 1.96 * x.std().item() / math.sqrt(max(len(x), 1))
+            return f"{m:+.4f} [{m - h:+.4f}, {m + h:+.4f}]"
+
+        def skew(c, a, b, d):  # the third standardised moment from the power sums
+            c = c.clamp(min=1)
+            m = a / c
+            var = (b / c - m**2).clamp(min=1e-30)
+            return (d / c - 3 * m * b / c + 2 * m**3) / var**1.5
+
+        out = [
+            f"| all | 1.000 | 1.000 | {(s1.sum() / count.sum()).item():+.4f} | "
+            f"{skew(count.sum(), s1.sum(), s2.sum(), s3.sum()).item():+.2f} | "
+            f"{cell(between.sum(1))} | {cell(within.sum(1))} |"
+        ]
+        for k, name in enumerate(EVENTS):
+            c = count[:, k].sum()
+            if c == 0:
+                continue
+            out.append(
+                f"| {name} | {(c / count.sum()).item():.3f} | {(mass[:, k].sum() / mass.sum()).item():.3f} | "
+                f"{(s1[:, k].sum() / c).item():+.4f} | "
+                f"{skew(c, s1[:, k].sum(), s2[:, k].sum(), s3[:, k].sum()).item():+.2f} | "
+                f"{cell(between[:, k])} | {cell(within[:, k])} |"
+            )
+        return out
 
 
 def resume(folder, step, steps, out):
@@ -87,15 +186,23 @@ def main_(argv=None):
     p.add_argument("folders", nargs="+", help="saved runs (results/models/<run>)")
     p.add_argument("--step", type=int, default=0, help="saved t_env to resume (0: latest; else closest)")
     p.add_argument("--steps", type=int, default=12000, help="env steps to run after it")
+    p.add_argument("--by-event", action="store_true", help="also split each lean by kind of step")
     args = p.parse_args(argv)
-    rows = []
-    for folder in args.folders:  # the runs print their own logs; the table comes at the end
-        with tempfile.TemporaryDirectory() as out:
+    rows, splits = [], []
+    for folder in args.folders:  # the runs print their own logs; the tables come at the end
+        with tempfile.TemporaryDirectory() as out, EventSplit() as split:
             rows.append(row(folder, *resume(folder, args.step, args.steps, out)))
+            splits.append((rows[-1].split(" | ")[0].lstrip("| "), split))
     print("\n| run | from | updates | Q_i | rho | \\|delta_i\\| | \\|delta_tot\\| | delta_i mean | "
           "under the extra weight | lean [95%] | lean / \\|delta_i\\| |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    for arm, split in splits if args.by_event else ():
+        print(f"\n{arm}, the lean by kind of step:\n")
+        print("| step | agent-steps | extra weight | delta_i mean | skewness | lean: between [95%] | "
+              "lean: within [95%] |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(split.rows()))
 
 
 if __name__ == "__main__":
