@@ -19,6 +19,7 @@ Prints one markdown table row per checkpoint.
 """
 
 import argparse
+import contextlib
 import glob
 import json
 import math
@@ -34,6 +35,7 @@ import torch  # noqa: E402
 import main  # noqa: E402
 from learners.q_divide_learner import QDivideLearner  # noqa: E402
 from utils.checkpoint import check_checkpoint  # noqa: E402
+from utils.stats import markdown_table  # noqa: E402
 
 KEYS = ("map_name", "reward_sparse")  # env_args the resumed run must share with the saved one
 LOGGED = ("q_taken_mean", "rho_abs_mean", "q_td_error_abs", "mixer_td_error_abs")
@@ -51,10 +53,25 @@ def step_kinds(batch, shape):
     last = filled[:, 1:] * (1 - after_next) * (1 - term)  # step L - 1, not an end: a time-limit cut
     death = batch["indi_terminated"][:, :-1].float()  # [B, T, N]
     rewarded = (batch["reward"][:, :-1] > 0).float()
-    kinds = torch.full(shape, 4, dtype=torch.long)
+    kinds = torch.full(shape, len(EVENTS) - 1, dtype=torch.long)  # quiet unless a flag says otherwise
     for k, flag in reversed(list(enumerate((term, last, death, rewarded)))):
-        kinds = torch.where(flag.expand(shape) > 0, torch.full_like(kinds, k), kinds)
+        kinds = torch.where(flag.expand(shape) > 0, k, kinds)
     return kinds
+
+
+def interval(xs):
+    """Mean and half-width of a normal 95% interval of the mean over updates (0 for one update).
+    Normal, not Student-t as utils.stats: with 100-250 updates they differ by under 1%, and the
+    figures recorded in docs/results/skirmish_sharing.md were printed this way."""
+    n = len(xs)
+    m = sum(xs) / n
+    return m, 1.96 * math.sqrt(sum((x - m) ** 2 for x in xs) / max(n - 1, 1) / n)
+
+
+def interval_text(xs, scale=1.0, digits=4):
+    m, h = interval(xs)
+    m, h = m / scale, h / scale
+    return f"{m:+.{digits}f} [{m - h:+.{digits}f}, {m + h:+.{digits}f}]"
 
 
 class EventSplit:
@@ -105,8 +122,7 @@ class EventSplit:
         within = (wsum - mass * mean_k) / mass_total
 
         def cell(x):
-            m, h = x.mean().item(), 1.96 * x.std().item() / math.sqrt(max(len(x), 1))
-            return f"{m:+.4f} [{m - h:+.4f}, {m + h:+.4f}]"
+            return interval_text(x.tolist())
 
         def skew(c, a, b, d):  # the third standardised moment from the power sums
             c = c.clamp(min=1)
@@ -115,20 +131,24 @@ class EventSplit:
             return (d / c - 3 * m * b / c + 2 * m**3) / var**1.5
 
         out = [
-            f"| all | 1.000 | 1.000 | {(s1.sum() / count.sum()).item():+.4f} | "
-            f"{skew(count.sum(), s1.sum(), s2.sum(), s3.sum()).item():+.2f} | "
-            f"{cell(between.sum(1))} | {cell(within.sum(1))} |"
-        ]
+            [
+                "all", "1.000", "1.000", f"{(s1.sum() / count.sum()).item():+.4f}",
+                f"{skew(count.sum(), s1.sum(), s2.sum(), s3.sum()).item():+.2f}",
+                cell(between.sum(1)), cell(within.sum(1)),
+            ]
+        ]  # fmt: skip
         for k, name in enumerate(EVENTS):
             c = count[:, k].sum()
             if c == 0:
                 continue
             out.append(
-                f"| {name} | {(c / count.sum()).item():.3f} | {(mass[:, k].sum() / mass.sum()).item():.3f} | "
-                f"{(s1[:, k].sum() / c).item():+.4f} | "
-                f"{skew(c, s1[:, k].sum(), s2[:, k].sum(), s3[:, k].sum()).item():+.2f} | "
-                f"{cell(between[:, k])} | {cell(within[:, k])} |"
-            )
+                [
+                    name, f"{(c / count.sum()).item():.3f}", f"{(mass[:, k].sum() / mass.sum()).item():.3f}",
+                    f"{(s1[:, k].sum() / c).item():+.4f}",
+                    f"{skew(c, s1[:, k].sum(), s2[:, k].sum(), s3[:, k].sum()).item():+.2f}",
+                    cell(between[:, k]), cell(within[:, k]),
+                ]
+            )  # fmt: skip
         return out
 
 
@@ -161,24 +181,31 @@ def mean(xs):
     return sum(xs) / len(xs)
 
 
+LEAN_COLUMNS = (
+    "run", "from", "updates", "Q_i", "rho", "\\|delta_i\\|", "\\|delta_tot\\|", "delta_i mean",
+    "under the extra weight", "lean [95%]", "lean / \\|delta_i\\|",
+)  # fmt: skip
+EVENT_COLUMNS = (
+    "step", "agent-steps", "extra weight", "delta_i mean", "skewness", "lean: between [95%]",
+    "lean: within [95%]",
+)  # fmt: skip
+
+
 def row(folder, chosen, cfg, metrics):
+    """The lean table's cells for one resumed run (the first is the run's name)."""
     plain, weighted = after(metrics, "delta_i_mean", chosen), after(metrics, "share_delta_i_mean", chosen)
     if not weighted:
         raise SystemExit(f"{folder}: no update logged share_delta_i_mean (a run without sharing?)")
     n = min(len(plain), len(weighted))
     diff = [w - p for w, p in zip(weighted[-n:], plain[-n:], strict=True)]
-    d = mean(diff)
-    half = 1.96 * math.sqrt(sum((x - d) ** 2 for x in diff) / max(n - 1, 1) / n)
     arm = f"{cfg['name']} ({cfg.get('share_control')}, {cfg.get('share_to')}, seed {cfg.get('seed')})"
     logged = {k: mean(after(metrics, k, chosen)) for k in LOGGED}
     scale = max(logged["q_td_error_abs"], 1e-12)  # the lean in units of |delta_i| (sparse rewards' are tiny)
-    cells = [
+    return [
         arm, f"{chosen // 1000}k", str(n), f"{logged['q_taken_mean']:.2f}", f"{logged['rho_abs_mean']:.3f}",
         f"{logged['q_td_error_abs']:.4f}", f"{logged['mixer_td_error_abs']:.3f}", f"{mean(plain):+.4f}",
-        f"{mean(weighted):+.4f}", f"{d:+.4f} [{d - half:+.4f}, {d + half:+.4f}]",
-        f"{d / scale:+.2f} [{(d - half) / scale:+.2f}, {(d + half) / scale:+.2f}]",
+        f"{mean(weighted):+.4f}", interval_text(diff), interval_text(diff, scale, digits=2),
     ]  # fmt: skip
-    return "| " + " | ".join(cells) + " |"
 
 
 def main_(argv=None):
@@ -190,19 +217,15 @@ def main_(argv=None):
     args = p.parse_args(argv)
     rows, splits = [], []
     for folder in args.folders:  # the runs print their own logs; the tables come at the end
-        with tempfile.TemporaryDirectory() as out, EventSplit() as split:
+        split = EventSplit() if args.by_event else contextlib.nullcontext()
+        with tempfile.TemporaryDirectory() as out, split:
             rows.append(row(folder, *resume(folder, args.step, args.steps, out)))
-            splits.append((rows[-1].split(" | ")[0].lstrip("| "), split))
-    print("\n| run | from | updates | Q_i | rho | \\|delta_i\\| | \\|delta_tot\\| | delta_i mean | "
-          "under the extra weight | lean [95%] | lean / \\|delta_i\\| |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    for arm, split in splits if args.by_event else ():
+        if args.by_event:
+            splits.append((rows[-1][0], split))
+    print("\n" + "\n".join(markdown_table(LEAN_COLUMNS, rows)))
+    for arm, split in splits:
         print(f"\n{arm}, the lean by kind of step:\n")
-        print("| step | agent-steps | extra weight | delta_i mean | skewness | lean: between [95%] | "
-              "lean: within [95%] |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|")
-        print("\n".join(split.rows()))
+        print("\n".join(markdown_table(EVENT_COLUMNS, split.rows())))
 
 
 if __name__ == "__main__":
