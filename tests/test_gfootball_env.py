@@ -34,7 +34,7 @@ def test_without_gfootball_the_run_stops_in_one_line_naming_the_install():
         ln for ln in out.stderr.strip().splitlines() if "UserWarning" not in ln and "pkg_resources" not in ln
     ]
     assert lines[-1].endswith(
-        "needs Google Research Football: install it with `bash install_grf.sh` "
+        "needs Google Research Football, which is not installed: install it with `bash install_grf.sh` "
         "(apt packages, then an ~8 min build; see docs/environments.md)"
     ), out.stderr
     assert "Traceback" not in out.stderr

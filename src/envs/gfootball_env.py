@@ -74,7 +74,9 @@ def load_gfootball():
         from gfootball.env import config, football_env
     except ImportError as e:
         if (getattr(e, "name", "") or "").split(".")[0] in ("gfootball", "gfootball_engine"):
-            raise ConfigError(f"--env-config=gfootball needs Google Research Football: {INSTALL}") from None
+            raise ConfigError(
+                f"--env-config=gfootball needs Google Research Football, which is not installed: {INSTALL}"
+            ) from None
         raise ConfigError(
             f"gfootball is installed but does not import ({first_line(e)}): {INSTALL}"
         ) from None
