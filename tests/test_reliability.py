@@ -791,7 +791,10 @@ def test_every_shipped_sweep_file_names_real_configs_and_keys(path, monkeypatch,
     import sweep
 
     monkeypatch.chdir(os.path.join(os.path.dirname(__file__), ".."))
-    assert sweep.main([path, "--dry-run"]) == 0, capsys.readouterr().err
+    code, err = sweep.main([path, "--dry-run"]), capsys.readouterr().err
+    if code == 2 and "Google Research Football, which is not installed" in err:
+        pytest.skip("its env needs Google Research Football: bash install_grf.sh (CI installs it)")
+    assert code == 0, err
 
 
 def test_progress_by_the_clock_and_summaries_show_the_test_just_run(tmp_path, monkeypatch):
