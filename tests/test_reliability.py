@@ -792,8 +792,8 @@ def test_every_shipped_sweep_file_names_real_configs_and_keys(path, monkeypatch,
 
     monkeypatch.chdir(os.path.join(os.path.dirname(__file__), ".."))
     code, err = sweep.main([path, "--dry-run"]), capsys.readouterr().err
-    if code == 2 and "Google Research Football, which is not installed" in err:
-        pytest.skip("its env needs Google Research Football: bash install_grf.sh (CI installs it)")
+    if code == 2 and "not installed" in err:  # an optional env's package, as test_readme allows
+        pytest.skip(err.strip().splitlines()[-1])
     assert code == 0, err
 
 
