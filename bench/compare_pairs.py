@@ -35,6 +35,7 @@ from scipy import stats
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
 import plot  # noqa: E402  (its grouping rules, filters and the simulator note)
+from plotting.grouping import task_key  # noqa: E402
 
 
 def run_values(df, steps, last):
@@ -149,7 +150,7 @@ def pairable(df, group_by, filters):
     if len(tasks) > 1:
         raise SystemExit(
             f"error: these runs are of {len(tasks)} tasks ({', '.join(tasks)}); compare one at a "
-            "time, e.g. --filter env_args.map_name=" + tasks[0]
+            f"time, e.g. --filter {task_key(df)}={tasks[0]}"
         )
     df["group"] = df[group_by].astype(str)
     df["group"] = plot.split_groups(df, explicit=False)

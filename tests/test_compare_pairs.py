@@ -112,3 +112,13 @@ def test_run_rows_list_each_run_by_seed_with_last_k_best_and_first_reach():
         ["2", "0.35", "0.40", "not reached"],  # seed 2 before seed 10 (numbers, not strings)
         ["10", "0.75", "0.90", "20k"],
     ]
+
+
+def test_the_several_tasks_hint_names_the_key_that_holds_the_task():
+    import pytest
+
+    cp = load()
+    keys = {"env_args.key": ["lbforaging:F-v3", "rware:tiny-v2"], "env_args.map_name": [None, None]}
+    df = _runs(name=["iql"] * 2, seed=[1, 1], **keys)
+    with pytest.raises(SystemExit, match=r"--filter env_args.key=lbforaging:F-v3"):
+        cp.pairable(df, "name", [])
