@@ -32,19 +32,22 @@ def simulator_note(df):
     return "; ".join(SIMULATOR_NOTES[e] for e in envs if e in SIMULATOR_NOTES)
 
 
+def _given(col):
+    return col.notna() & (col != "")
+
+
 def task_key(df):
     """The config key that names each run's task: the first of the env's task keys any run sets."""
     for key in ("env_args.map_name", "env_args.key", "env_args.scenario"):
-        if key in df.columns and (df[key].notna() & (df[key] != "")).any():
+        if key in df.columns and _given(df[key]).any():
             return key
     return "env"
 
 
 def task_column(df):
+    """Each run's task: its task_key value, or its env where it sets none."""
     key = task_key(df)
-    if key == "env":
-        return df["env"].astype(str)
-    return df[key].where(df[key].notna() & (df[key] != ""), None).fillna(df["env"]).astype(str)
+    return df[key].where(_given(df[key])).fillna(df["env"]).astype(str)
 
 
 def apply_filters(df, filters):
