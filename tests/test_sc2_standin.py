@@ -93,7 +93,9 @@ def test_smacv2_through_the_standin_equals_skirmish_v2(sc2path):
 def test_main_runs_on_the_standin(sc2path, tmp_path, config, env, arg):
     if not (HAVE["smacv2" if env == "sc2v2" else "smac"] and HAVE["pysc2"]):
         pytest.skip(f"SMAC{'v2' if env == 'sc2v2' else ''} or PySC2 not installed ({INSTALL})")
-    done = run_main(sc2path, tmp_path, arg, "t_max=2000", config=config, env=env)
+    # small batches and test phases: training and testing both happen, in a fraction of the time
+    short = ["t_max=800", "batch_size=8", "test_nepisode=8"]
+    done = run_main(sc2path, tmp_path, arg, *short, config=config, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     (record,) = glob.glob(os.path.join(str(tmp_path), "sacred", "*", "*", "*", "[0-9]*"))
     with open(os.path.join(record, "run.json")) as f:
