@@ -4,8 +4,9 @@
         [--filter env_args.map_name=2s3z] [--smooth 3] [--out results/plots/qmix_vs_differ]
         [--aggregate iqm] [--aggregate poi] [--marl-eval runs.json]
 
-Writes <out>.png, <out>.csv and <out>.md (per group: final and best values over seeds; n_unfinished
-and t_env_min flag a group whose runs are not all complete, and a warning names it); with
+Writes <out>.png, <out>.csv and <out>.md (per group over seeds: the final value, the mean of the
+last K values (--last, default 5) and the best; n_unfinished and t_env_min flag a group whose runs
+are not all complete, and a warning names it); with
 --aggregate iqm also <out>_iqm.csv/.md (rliable's interquartile mean of the final values across
 tasks and seeds), with --aggregate poi <out>_poi.csv/.md (rliable's probability that a run of X ends
 above a run of Y, for every ordered pair of groups, averaged over tasks), with --aggregate profile
@@ -106,6 +107,14 @@ def parse_args(argv):
         help="a reference band to draw and check runs against "
         "(columns t_env, low, high; optional task, label)",
     )
+    p.add_argument(
+        "--last",
+        type=int,
+        default=5,
+        metavar="K",
+        help="the tables' lastK_mean/std: each run's mean over its last K logged values (as "
+        "bench/compare_pairs.py --last), beside final (the last value alone) and best",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return p.parse_args(argv)
 
@@ -123,6 +132,8 @@ def main(argv=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if a.last < 1:
+        raise SystemExit(f"error: --last must be 1 or more, not {a.last}")
     missing = [d for d in a.dirs if not os.path.isdir(d)]
     if missing:
         raise SystemExit(f"error: no such folder: {', '.join(missing)}")
@@ -188,7 +199,7 @@ def main(argv=None):
     fig.savefig(out + ".png", dpi=120)
     plt.close(fig)
 
-    table = summary_table(df, a.metric)
+    table = summary_table(df, a.metric, a.last)
     uneven = uneven_ends(table)
     if uneven:
         print(

@@ -604,3 +604,26 @@ def test_runs_that_end_a_few_steps_apart_end_together_in_the_mean():
     assert np.nanmean([a, b], axis=0)[-1] == pytest.approx(0.7)
     short = plot.on_grid(grid, np.array([300.0, 400.0, 500.0]), np.array([0.1, 0.2, 0.3]))
     assert np.isnan(short).all()
+
+
+def test_summary_table_gives_final_last_k_and_best_per_run():
+    import pandas as pd
+
+    from plotting.aggregates import summary_table
+
+    # two runs of one group, logged out of order: run a 0..9, run b 10..19 over t_env 0..9
+    rows = [("a", t, float(t)) for t in range(10)] + [("b", t, 10.0 + t) for t in reversed(range(10))]
+    df = pd.DataFrame(rows, columns=["run_dir", "t_env", "value"]).assign(
+        task="t", group="g", status="COMPLETED"
+    )
+    row = summary_table(df, "m", last=3).iloc[0]
+    assert row["final_mean"] == pytest.approx((9 + 19) / 2)
+    assert row["last3_mean"] == pytest.approx((8 + 18) / 2)  # mean of 7, 8, 9 and of 17, 18, 19
+    assert row["last3_std"] == pytest.approx(5.0)
+    assert row["best_mean"] == pytest.approx(14.0)
+    assert "last5_mean" in summary_table(df, "m").columns
+
+
+def test_plot_refuses_an_empty_last_window(tmp_path):
+    with pytest.raises(SystemExit, match="--last must be 1 or more, not 0"):
+        plot.main([str(tmp_path), "--last", "0"])

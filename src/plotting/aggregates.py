@@ -45,18 +45,19 @@ def bootstrap_band(matrix, rng):
     return mean, np.nanpercentile(means, 2.5, axis=0), np.nanpercentile(means, 97.5, axis=0)
 
 
-def summary_table(df, metric):
-    """Per (task, group): final and best value per run -> mean, std, n seeds; n_unfinished (runs
-    not COMPLETED) and t_env_min (the shortest run's last step) say when a final value is not
-    every run's value at the same step."""
+def summary_table(df, metric, last=5):
+    """Per (task, group): final value (the last logged), mean of the last `last` values and best
+    value per run -> mean, std, n seeds; n_unfinished (runs not COMPLETED) and t_env_min (the
+    shortest run's last step) say when a final value is not every run's value at the same step."""
     import pandas as pd
 
     rows = []
     for (task, group), g in df.groupby(["task", "group"], sort=True):
-        finals, bests, ends, unfinished = [], [], [], 0
+        finals, lasts, bests, ends, unfinished = [], [], [], [], 0
         for _, r in g.groupby("run_dir"):
             r = r.sort_values("t_env")
             finals.append(r["value"].iloc[-1])
+            lasts.append(r["value"].iloc[-last:].mean())
             bests.append(r["value"].max())
             ends.append(int(r["t_env"].iloc[-1]))
             unfinished += "status" in r.columns and r["status"].iloc[0] != "COMPLETED"
@@ -68,6 +69,8 @@ def summary_table(df, metric):
                 "n_seeds": len(finals),
                 "final_mean": np.mean(finals),
                 "final_std": np.std(finals),
+                f"last{last}_mean": np.mean(lasts),
+                f"last{last}_std": np.std(lasts),
                 "best_mean": np.mean(bests),
                 "best_std": np.std(bests),
                 "t_env_max": int(g["t_env"].max()),
