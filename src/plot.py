@@ -6,19 +6,20 @@
 
 Writes <out>.png, <out>.csv and <out>.md (per group over seeds: the final value, the mean of the
 last K values (--last, default 5) and the best; n_unfinished and t_env_min flag a group whose runs
-are not all complete, and a warning names it); with
---aggregate iqm also <out>_iqm.csv/.md (rliable's interquartile mean of the final values across
-tasks and seeds), with --aggregate poi <out>_poi.csv/.md (rliable's probability that a run of X ends
-above a run of Y, for every ordered pair of groups, averaged over tasks), with --aggregate profile
-<out>_profile.png/.csv (rliable's performance profile: the fraction of runs whose final value,
-min-max normalised per task over all runs shown, is above each threshold). All come with 95%
-stratified-bootstrap intervals. --marl-eval writes the runs in marl-eval's JSON layout (the format
-of BenchMARL's and Mava's evaluation tools). --reference CSV draws a reference band (columns t_env,
-low, high; optional task, label, source) on each panel and writes <out>_reference.csv: for every
-run, at how many of the band's steps it lies outside; and <out>_reference_mean.csv: for every group,
-at how many of them the mean of its runs lies inside, above or below the band. One panel per task
-(map, scenario or env key) when several are present. Runs on the built-in simulators (skirmish,
-skirmish_v2) get a line on the figure and under the table saying they are not StarCraft II.
+are not all complete, and a warning names it); with --aggregate iqm also <out>_iqm.csv/.md
+(rliable's interquartile mean of the final values across tasks and seeds; --aggregate-on lastK
+scores each run by its last-K mean instead), with --aggregate poi <out>_poi.csv/.md (rliable's
+probability that a run of X ends above a run of Y, for every ordered pair of groups, averaged over
+tasks), with --aggregate profile <out>_profile.png/.csv (rliable's performance profile: the fraction
+of runs whose final value, min-max normalised per task over all runs shown, is above each
+threshold). All come with 95% stratified-bootstrap intervals. --marl-eval writes the runs in
+marl-eval's JSON layout (the format of BenchMARL's and Mava's evaluation tools). --reference CSV
+draws a reference band (columns t_env, low, high; optional task, label, source) on each panel and
+writes <out>_reference.csv: for every run, at how many of the band's steps it lies outside; and
+<out>_reference_mean.csv: for every group, at how many of them the mean of its runs lies inside,
+above or below the band. One panel per task (map, scenario or env key) when several are present.
+Runs on the built-in simulators (skirmish, skirmish_v2) get a line on the figure and under the table
+saying they are not StarCraft II.
 """
 
 import argparse
@@ -40,6 +41,7 @@ from plotting.aggregates import (  # noqa: E402
     performance_profile,
     plot_profile,
     probability_of_improvement,
+    run_scores,
     summary_table,
     uneven_ends,
 )
@@ -114,6 +116,14 @@ def parse_args(argv):
         metavar="K",
         help="the tables' lastK_mean/std: each run's mean over its last K logged values (as "
         "bench/compare_pairs.py --last), beside final (the last value alone) and best",
+    )
+    p.add_argument(
+        "--aggregate-on",
+        choices=["final", "lastK"],
+        default="final",
+        help="each run's score for --aggregate: final, its last logged value (rliable's final "
+        "score), or lastK, its mean over the last K (--last) values, steadier where one test is "
+        "a few dozen episodes",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return p.parse_args(argv)
@@ -213,17 +223,7 @@ def main(argv=None):
     written = [out + ".png", out + ".csv", out + ".md"]
 
     if a.aggregate:
-        finals = (
-            df.sort_values("t_env")
-            .groupby("run_dir")
-            .agg(
-                group=("group", "first"),
-                task=("task", "first"),
-                seed=("seed", "first"),
-                final=("value", "last"),
-            )
-            .reset_index()
-        )
+        finals = run_scores(df, 1 if a.aggregate_on == "final" else a.last)
         for kind, fn in (("iqm", aggregate_iqm), ("poi", probability_of_improvement)):
             if kind not in a.aggregate:
                 continue

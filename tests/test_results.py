@@ -627,3 +627,28 @@ def test_summary_table_gives_final_last_k_and_best_per_run():
 def test_plot_refuses_an_empty_last_window(tmp_path):
     with pytest.raises(SystemExit, match="--last must be 1 or more, not 0"):
         plot.main([str(tmp_path), "--last", "0"])
+
+
+def test_aggregate_scores_each_run_by_its_last_value_or_last_k_mean(swept, tmp_path):
+    import pandas as pd
+
+    from plotting.aggregates import run_scores
+
+    # run a logs 0..9, run b 10..19 out of order
+    rows = [("a", t, float(t)) for t in range(10)] + [("b", t, 10.0 + t) for t in reversed(range(10))]
+    df = pd.DataFrame(rows, columns=["run_dir", "t_env", "value"]).assign(task="t", group="g", seed=1)
+    assert run_scores(df).set_index("run_dir")["final"].to_dict() == {"a": 9.0, "b": 19.0}
+    assert run_scores(df, 3).set_index("run_dir")["final"].to_dict() == {"a": 8.0, "b": 18.0}
+    root, _ = swept
+    out = str(tmp_path / "agg")
+    args = [str(root / "results"), "--status", "COMPLETED", "--out", out, "--aggregate", "iqm"]
+    with pytest.warns(UserWarning, match=UNREADABLE):
+        runs = load_runs(str(root / "results"), ["test_return_mean"], {"COMPLETED"})
+    by_run = run_scores(runs.assign(group=runs["name"], task="t"), 2)
+    assert (by_run["final"] != run_scores(runs.assign(group=runs["name"], task="t"))["final"]).any()
+    with pytest.warns(UserWarning, match=UNREADABLE):
+        assert plot.main(args + ["--aggregate-on", "lastK", "--last", "2"]) == 0
+    with open(out + "_iqm.csv") as f:
+        iqm = {r["group"]: float(r["iqm"]) for r in csv.DictReader(f)}
+    # two seeds a group: the interquartile mean is their mean
+    assert iqm == pytest.approx(by_run.groupby("group")["final"].mean().to_dict())

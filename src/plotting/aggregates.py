@@ -81,6 +81,15 @@ def summary_table(df, metric, last=5):
     return pd.DataFrame(rows)
 
 
+def run_scores(df, window=1):
+    """One row per run (run_dir, group, task, seed, final): its mean over its last `window` logged
+    values, the score --aggregate bootstraps (window 1: rliable's final score)."""
+    runs = df.sort_values("t_env", kind="stable").groupby("run_dir")
+    scores = runs.agg(group=("group", "first"), task=("task", "first"), seed=("seed", "first"))
+    scores["final"] = runs["value"].apply(lambda v: v.iloc[-window:].mean())
+    return scores.reset_index()
+
+
 def uneven_ends(table):
     """-> one line per (task, group) of a summary table whose runs are not all completed or end at
     different steps: their final and best values are not taken at the same point of training."""
