@@ -5,6 +5,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,6 +81,38 @@ def test_agents_and_episode_limit_come_from_the_scenario(scenario, players, dura
     assert info["n_agents"] == players and info["episode_limit"] == duration
     assert info["obs_shape"] == 115 and info["state_shape"] == 115 * players and info["n_actions"] == 19
     env.close()
+
+
+@needs_grf
+def test_every_listed_scenario_has_facts():
+    from envs.gfootball_env import scenario_facts, scenario_names
+
+    names = scenario_names()
+    assert "academy_3_vs_1_with_keeper" in names and "11_vs_11_stochastic" in names
+    for name in names:
+        facts = scenario_facts(name)
+        assert 1 <= facts["controllable"] <= facts["left"] and facts["game_duration"] > 0
+
+
+@needs_grf
+def test_the_docs_scenario_table_matches_gfootball():
+    from envs.gfootball_env import scenario_facts
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "environments.md").read_text()
+    block = text.split("| scenario | players | `n_agents` | `attackers` | limit |")[1].split("\n\n")[0]
+    rows = [line.strip("|").split(" | ") for line in block.strip().splitlines()[1:]]
+    assert len(rows) >= 10
+    for names, players, n_agents, attackers, limit in rows:
+        for name in names.split(", "):
+            facts = scenario_facts(name.strip())
+            shown = (players, n_agents, attackers, limit.strip())
+            real = (
+                f"{facts['left']} / {facts['right']}",
+                str(facts["controllable"]),
+                str(facts["attackers"] or "none"),
+                str(facts["game_duration"]),
+            )
+            assert shown == real, name
 
 
 @needs_grf

@@ -88,7 +88,8 @@ def scenario_names():
 
     import gfootball.scenarios as scenarios
 
-    return sorted(m.name for m in pkgutil.iter_modules(scenarios.__path__))
+    # its tests/ subpackage is not a scenario
+    return sorted(m.name for m in pkgutil.iter_modules(scenarios.__path__) if not m.ispkg)
 
 
 def scenario_facts(map_name):
