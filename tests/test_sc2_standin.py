@@ -25,7 +25,7 @@ HAVE = {
     "smacv2": importlib.util.find_spec("smacv2") is not None,
     "pysc2": all(importlib.util.find_spec(m) is not None for m in ("pysc2", "s2clientprotocol", "websocket")),
 }
-INSTALL = "SMAC_SRC=... SMACV2_SRC=... bash install_sc2.sh --packages-only (from ../shared/vendor)"
+INSTALL = "bash install_sc2.sh --packages-only; offline, give SMAC_SRC and SMACV2_SRC as source archives"
 
 
 def needs(*packages):

@@ -42,8 +42,8 @@ def run_referee(script, options, expected):
 def test_smac_gives_what_skirmish_gives_on_every_map(options):
     if smac_distribution() != "smac":
         pytest.skip(
-            "SMAC is not installed "
-            "(SMAC_SRC=../shared/vendor/smac-src.tar.gz bash install_sc2.sh --packages-only)"
+            "SMAC is not installed (bash install_sc2.sh --packages-only; offline, "
+            "SMAC_SRC=<SMAC's source archive> bash install_sc2.sh --packages-only)"
         )
     run_referee("smac_referee.py", options, 23)
 
@@ -54,7 +54,7 @@ def test_smacv2_gives_what_skirmish_v2_gives(options):
         importlib.metadata.version("smacv2")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip(
-            "SMACv2 is not installed "
-            "(SMACV2_SRC=../shared/vendor/smacv2-src.tar.gz bash install_sc2.sh --packages-only)"
+            "SMACv2 is not installed (bash install_sc2.sh --packages-only; offline, "
+            "SMACV2_SRC=<SMACv2's source archive> bash install_sc2.sh --packages-only)"
         )
     run_referee("smacv2_referee.py", options, 15)

@@ -18,8 +18,8 @@ from utils.errors import ConfigError
 
 INSTALL = (
     "install it with `bash install_sc2.sh` (StarCraft II 4.10 into $SC2PATH, the SMAC maps, "
-    "and `pip install git+https://github.com/oxwhirl/smac.git`); see the README's StarCraft "
-    "section. --env-config=skirmish runs the same maps without StarCraft II"
+    "and `pip install git+https://github.com/oxwhirl/smac.git`); see docs/starcraft.md. "
+    "--env-config=skirmish runs the same maps without StarCraft II"
 )
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation", "sc2_timeout"}
 

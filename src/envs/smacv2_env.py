@@ -26,7 +26,7 @@ from utils.errors import ConfigError
 
 INSTALL = (
     "install it with `bash install_sc2.sh` (StarCraft II 4.10 into $SC2PATH, the SMACv2 maps, and "
-    "`pip install git+https://github.com/oxwhirl/smacv2.git`); see the README's StarCraft section. "
+    "`pip install git+https://github.com/oxwhirl/smacv2.git`); see docs/starcraft.md (SMACv2). "
     "--env-config=skirmish_v2 runs the same scenarios without StarCraft II"
 )
 FRAMEWORK_KEYS = {
