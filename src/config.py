@@ -96,7 +96,7 @@ def parse_argv(argv):
         else:
             raise ConfigError(unknown_name_message("argument", arg, ["--config", "--env-config", "with"]))
         i += 1
-    return alg or DEFAULT_ALG, env or DEFAULT_ENV, overrides
+    return alg, env, overrides  # None where the command line names none
 
 
 def parse_value(raw):
@@ -200,16 +200,22 @@ def _all_keys(config, prefix=""):
 
 
 def load_config(argv):
-    """Parse the command line and return the merged, validated config dict."""
+    """Parse the command line and return the merged, validated config dict. With checkpoint_path,
+    the checkpoint's own settings are the base (resumed_config)."""
     alg_name, env_name, overrides = parse_argv(argv)
     defaults = load_defaults()
+    overrides = translate_overrides(overrides, defaults)
+    saved = checkpoint_settings(overrides)
+    if saved is not None:
+        config = resumed_config(*saved, alg_name, env_name, overrides, defaults)
+        return validate(complete(config, defaults), defaults)
+    alg_name, env_name = alg_name or DEFAULT_ALG, env_name or DEFAULT_ENV
     env_path = config_path("envs", env_name, "--env-config")
     alg_path = config_path("algs", alg_name, "--config")
     env_cfg, alg_cfg = load_yaml(env_path), load_yaml(alg_path)
     config = copy.deepcopy(defaults)
     for cfg, path in ((env_cfg, env_path), (alg_cfg, alg_path)):
         merge_file(config, defaults, cfg, path)
-    overrides = translate_overrides(overrides, defaults)
     if env_cfg.get("runner") == "vector" and alg_cfg.get("runner") == "parallel":
         # an env that batches its copies natively (VMAS) keeps its one-process runner over an
         # algorithm's worker processes; runner=parallel on the command line still wins
@@ -282,3 +288,118 @@ def seed_env(config):
     """env_args.seed takes the run seed where it is not set (parallel workers add their index)."""
     if config["env_args"].get("seed") is None:
         config["env_args"]["seed"] = config["seed"]
+
+
+# What a run going on from a checkpoint (or evaluating it) does not take from the checkpoint: what
+# says which checkpoint and what to do with it, and the machine it runs on.
+NOT_INHERITED = {
+    "checkpoint_path", "load_step", "evaluate", "team_checkpoints", "resume_override", "device",
+    "torch_threads", "env_workers",
+}  # fmt: skip
+# What an evaluation may change besides (config_changes' RESUMABLE): it trains nothing, so how many
+# episodes it plays, on which env seeds and in which runner is its own.
+EVALUATION_FREE = {"test_nepisode", "batch_size_run", "runner", "seed", "env_args.seed", "save_replay"}
+
+
+def checkpoint_settings(overrides):
+    """-> (step folder, its saved config) where the command line goes on from or evaluates a
+    checkpoint that kept its config, else None (no checkpoint_path, cross-play, or a checkpoint
+    saved before configs were kept, which is read as the command line says)."""
+    given = dict(overrides)
+    path = given.get("checkpoint_path")
+    if not path or "team_checkpoints" in given or any(k.startswith("team_checkpoints.") for k in given):
+        return None
+    if not isinstance(path, str) or not os.path.isdir(path):
+        raise ConfigError(f"checkpoint_path={path!r} is not a folder")
+    from utils.checkpoint import check_checkpoint
+
+    folder = check_checkpoint(path, coerce("load_step", given.get("load_step", 0), 0))
+    with open(os.path.join(folder, "meta.json")) as f:
+        saved = json.load(f).get("config")
+    if not isinstance(saved, dict) or not saved.get("alg_config") or not saved.get("env_config"):
+        print(
+            f"note: {folder}/meta.json keeps no settings (an older checkpoint): the run is set up "
+            "from --config, --env-config and the command line",
+            file=sys.stderr,
+        )
+        return None
+    return folder, saved
+
+
+def _config_stem(name):
+    return os.path.splitext(os.path.basename(str(name)))[0]
+
+
+def _get(config, key):
+    node = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return "(not set)"
+        node = node[part]
+    return node
+
+
+def _free(key, free):
+    return key in free or bool(free.intersection(key.split(".")))
+
+
+def resumed_config(folder, saved, alg_name, env_name, overrides, defaults):
+    """The config of a run that goes on from (or evaluates) the checkpoint in `folder`: the
+    settings it was saved with, the machine's own keys from the command line or their defaults,
+    and command-line values only for keys that do not change the experiment (t_max, logging,
+    saving...; for an evaluation also its episodes and seeds). Any other change is refused in one
+    line unless resume_override=True. A --config or --env-config other than the saved one is
+    refused (its networks would not fit the checkpoint's)."""
+    from utils.values import RESUMABLE
+
+    given = dict(overrides)
+    evaluate = coerce("evaluate", given.get("evaluate", False), False)
+    what = "an evaluation" if evaluate else "a resumed run"
+    for flag, name, kept in (
+        ("--config", alg_name, saved["alg_config"]),
+        ("--env-config", env_name, saved["env_config"]),
+    ):
+        if name is not None and _config_stem(name) != _config_stem(kept):
+            raise ConfigError(
+                f"{flag}={name} does not match the checkpoint's {flag}={kept} ({folder}); leave "
+                f"{flag} out: {what} takes the checkpoint's own settings"
+            )
+    config = copy.deepcopy(defaults)
+    for key, value in saved.items():
+        if key in defaults and key not in NOT_INHERITED:
+            config[key] = copy.deepcopy(value)
+    if config["env_args"].get("device") is not None and config["env_args"]["device"] == saved.get("device"):
+        config["env_args"]["device"] = None  # it followed the run's device: it follows this one's
+    config["alg_config"], config["env_config"] = saved["alg_config"], saved["env_config"]
+    if evaluate:  # test episodes on seeds of their own, not the training run's first episodes
+        config["seed"] = config["env_args"]["seed"] = None
+    # The record goes beside the original run's, where the checkpoint lies now (it may have moved).
+    models = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
+    if os.path.basename(models) == "models":
+        config["local_results_path"] = os.path.dirname(models)
+    override = coerce("resume_override", given.get("resume_override", False), False)
+    free = RESUMABLE | (EVALUATION_FREE if evaluate else set())
+    changed, refused = [], []
+    for key, value in overrides:
+        before = copy.deepcopy(_get(config, key))
+        set_key(config, defaults, key, value)
+        after = _get(config, key)
+        if after == before or key in NOT_INHERITED:
+            continue
+        changed.append(f"{key} {before!r} -> {after!r}")
+        if not _free(key, free):
+            refused.append(f"{key}={after!r} (saved: {before!r})")
+    if refused and not override:
+        raise ConfigError(
+            f"{what} keeps the settings its checkpoint was saved with ({folder}/meta.json), and "
+            f"these would change the experiment: {'; '.join(refused)}; leave them out, or add "
+            "resume_override=True to go on with a changed experiment"
+        )
+    doing = "evaluating" if evaluate else "going on from"
+    print(
+        f"note: {doing} {folder} with the settings it was saved with (--config="
+        f"{saved['alg_config']} --env-config={saved['env_config']})"
+        + (f"; changed here: {', '.join(changed)}" if changed else ""),
+        file=sys.stderr,
+    )
+    return config

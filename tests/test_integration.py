@@ -127,7 +127,8 @@ def test_resume_restores_the_replay_buffer_kept_by_the_newest_checkpoint(tmp_pat
     n = saved["episodes_in_buffer"]
     assert n == steps[-1] // 25 and saved["transition_data"]["obs"].shape[0] == n  # filled part only
 
-    assert run_main(tmp_path, "qmix", extra=[f"checkpoint_path={root}", "t_max=400", "batch_size=8"]) == 0
+    resume = [f"checkpoint_path={root}", "t_max=400", "batch_size=8", "resume_override=True"]
+    assert run_main(tmp_path, "qmix", extra=resume) == 0
     cout = read(sacred_runs(tmp_path)[-1], "cout.txt")
     assert f"replay buffer restored: {n} episodes" in cout
     # a training setting changed on the way: said, and kept in the record
@@ -274,6 +275,7 @@ def test_a_log_that_does_not_replay_the_buffer_is_not_used(tmp_path, monkeypatch
     for path in glob.glob(os.path.join(root, "*", "buffer.th")):
         os.remove(path)
     other = [*argv, "env_args.map_name=3m", "env_args.reward_win=100", f"checkpoint_path={root}"]
+    other.append("resume_override=True")
     assert run_main(tmp_path, "qmix", "skirmish", extra=other) == 0
     info = read(sacred_runs(tmp_path)[-1], "info.json")["resumed_from"]
     assert not info["buffer_restored"] and info["buffer_rebuilt"] is False and not info["exact"]
@@ -492,6 +494,7 @@ def test_a_resume_without_a_seed_goes_on_with_the_runs_own(tmp_path):
     # A drawn seed would make the resumed run another run's continuation: the checkpoint's seeds
     # are taken unless seeds are given; evaluation still draws its own.
     from config import load_config
+    from utils.errors import ConfigError
 
     argv = ["save_model=True", "save_model_interval=100", "env_args.seed=11"]
     assert run_main(tmp_path, "qmix", extra=argv, seed=7) == 0
@@ -499,8 +502,12 @@ def test_a_resume_without_a_seed_goes_on_with_the_runs_own(tmp_path):
     base = ["--config=qmix", "--env-config=mpe", "with", f"checkpoint_path={root}"]
     config = load_config(base)
     assert config["seed"] == 7 and config["env_args"]["seed"] == 11
-    assert load_config([*base, "seed=3"])["seed"] == 3
-    assert load_config([*base, "evaluate=True"])["seed"] is None  # main.py draws one
+    with pytest.raises(ConfigError, match=r"seed=3 \(saved: 7\).*resume_override=True"):
+        load_config([*base, "seed=3"])  # another seed is another run
+    assert load_config([*base, "seed=3", "resume_override=True"])["seed"] == 3
+    evaluation = load_config([*base, "evaluate=True"])
+    assert evaluation["seed"] is None and evaluation["env_args"]["seed"] is None  # main.py draws one
+    assert load_config([*base, "evaluate=True", "seed=3"])["seed"] == 3
 
 
 def test_a_buffer_log_that_cannot_be_written_costs_the_log_not_the_checkpoint(tmp_path, monkeypatch):

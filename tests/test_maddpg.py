@@ -345,8 +345,13 @@ def test_ensemble_runs_end_to_end_and_resumes(tmp_path, capsys):
     assert {"test_agent0_return_mean", "critic_loss"} <= set(read(run, "metrics.json"))
     models = glob.glob(os.path.join(str(tmp_path), "models", "*"))
     assert main.main(base + [f"checkpoint_path={models[0]}", "evaluate=True"]) == 0
-    # other networks than the saved ones: a one-line error that says so, exit code 2
+    # other networks than the saved ones: refused before the run starts, naming the saved value
+    capsys.readouterr()
     assert main.main(base + [f"checkpoint_path={models[0]}", "evaluate=True", "policy_ensemble=3"]) == 2
+    assert "policy_ensemble=3 (saved: 2)" in capsys.readouterr().err
+    # forced through: a one-line error that the networks do not fit, exit code 2
+    forced = [f"checkpoint_path={models[0]}", "evaluate=True", "policy_ensemble=3", "resume_override=True"]
+    assert main.main(base + forced) == 2
     assert "does not fit this run's networks" in capsys.readouterr().err
 
 

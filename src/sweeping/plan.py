@@ -1,12 +1,14 @@
 """Each run of a sweep as a command: its checkpoints, whether it goes on from one, its log; which
 runs are done, taken by another process, or to do."""
 
+import contextlib
+import io
 import json
 import os
 import sys
 
 from components.replay_log import LOG
-from config import ROOT, load_config, load_defaults, seed_env
+from config import ROOT, load_config
 from sweep_archive import (
     archive_completed,
     archive_unfinished,
@@ -20,7 +22,6 @@ from sweep_archive import (
 from sweeping.spec import describe, keys, yaml_value
 from utils.checkpoint import BUFFER
 from utils.errors import ConfigError
-from utils.values import config_changes, describe_changes, plain
 
 MAIN = os.path.join(ROOT, "src", "main.py")
 
@@ -86,19 +87,17 @@ def resume_buffer(run, spec):
     return "no buffer kept: it refills, and the run is not the uninterrupted one"
 
 
-def resume_changes(run, spec):
-    """-> the settings the run would now get that differ from those its checkpoint has."""
-    folder = resume_folder(run, spec)
+def resume_refusal(run, spec):
+    """-> why main.py would refuse to go on from the run's checkpoint with the sweep's settings
+    as they are now (a value the sweep passes that the checkpoint was not saved with), or None.
+    Keys the sweep does not pass keep their saved values, so a changed default is no change."""
+    argv = command({**run, "resume": {"folder": resume_folder(run, spec)}}, spec)[2:]
     try:
-        with open(os.path.join(folder, "meta.json")) as f:
-            saved = json.load(f).get("config")
-        current = load_config(command({**run, "resume": None}, spec)[2:])
-    except (OSError, ValueError, ConfigError):
-        return {}
-    if not isinstance(saved, dict):
-        return {}
-    seed_env(current)  # as main does
-    return config_changes(saved, plain(current), load_defaults())
+        with contextlib.redirect_stderr(io.StringIO()):  # its notes are for the run's own log
+            load_config(argv)
+    except ConfigError as e:
+        return str(e)
+    return None
 
 
 def drop_buffers(spec, key):
@@ -163,12 +162,9 @@ def report(spec, runs, done, busy, wanted=None):
             buffer = resume_buffer(r, spec)
             where += f"; {buffer}" if buffer else ""
             print(f"  resume {describe(r)} (from t_env {r['resume']['t_env']}{where})")
-            changes = resume_changes(r, spec)
-            if changes:
-                print(
-                    f"         settings changed since its checkpoint (its curve would mix the two; "
-                    f"--restart starts afresh): {describe_changes(changes)}"
-                )
+            refusal = resume_refusal(r, spec)
+            if refusal:
+                print(f"         will be refused (--restart starts afresh): {refusal}")
         else:
             print("  run    " + describe(r))
 

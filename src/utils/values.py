@@ -69,7 +69,7 @@ def plain_config(args):
 # BOOKKEEPING changes nothing a run draws or learns: where it writes, what it logs and saves, its
 # processes, threads and device, and the sweep's names for it.
 BOOKKEEPING = {
-    "checkpoint_path", "load_step", "evaluate", "local_results_path", "save_model",
+    "checkpoint_path", "load_step", "resume_override", "evaluate", "local_results_path", "save_model",
     "save_model_interval", "save_buffer", "save_replay", "use_tensorboard", "use_wandb",
     "wandb_entity", "wandb_mode", "wandb_project", "torch_threads", "env_workers", "log_interval",
     "runner_log_interval", "learner_log_interval", "team_checkpoints", "device", "experiment",
