@@ -53,8 +53,9 @@ def build_experiment(config, console):
 
 
 def _not_sacred_abort(record):
-    # Sacred logs "Aborted after ..." on an interrupt; main says it once, with the record's path.
-    return not str(record.msg).startswith("Aborted after")
+    # Sacred logs "Aborted after ..." on an interrupt (main says it once, with the record's path),
+    # and "Result: ..." and "Completed after ..." after the run's closing block, which says both.
+    return not str(record.msg).startswith(("Aborted after", "Result:", "Completed after"))
 
 
 def die_with_parent():

@@ -91,6 +91,11 @@ def parse_args(argv):
         help="run statuses to include (comma-separated; others: FAILED, and DIED "
         "for a run left RUNNING by a killed process)",
     )
+    p.add_argument(
+        "--evaluations",
+        action="store_true",
+        help="include evaluation records (evaluate=True, cross-play), left out of training curves by default",
+    )
     p.add_argument("--out", default=None, help="output path without extension")
     p.add_argument(
         "--aggregate",
@@ -131,7 +136,8 @@ def parse_args(argv):
 
 SKIP_REASONS = {
     "DIED": "killed without a record",
-    "SUPERSEDED": "another run of the same sweep configuration completed",
+    "SUPERSEDED": "a run resumed from it carries its curve, or its sweep configuration completed",
+    "EVALUATION": "a checkpoint's evaluation, not a training curve; --evaluations includes it",
 }
 
 
@@ -147,7 +153,7 @@ def main(argv=None):
     missing = [d for d in a.dirs if not os.path.isdir(d)]
     if missing:
         raise SystemExit(f"error: no such folder: {', '.join(missing)}")
-    df = load_runs(a.dirs, metrics=[a.metric], status=set(a.status.split(",")))
+    df = load_runs(a.dirs, metrics=[a.metric], status=set(a.status.split(",")), evaluations=a.evaluations)
     skipped = df.attrs.get("skipped", {})
     if skipped:
         print(

@@ -15,6 +15,7 @@ from resume import resume, save_model
 from utils.checkpoint import find_checkpoint, load_checkpoint
 from utils.logger import Logger, Progress, get_console_logger
 from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
+from utils.summary import end_block
 
 
 def set_seeds(seed):
@@ -49,18 +50,24 @@ def run(_run, config, console=None):
     if args.use_tensorboard:
         logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
     failed = True
+    ending = {"runner": None}  # what the closing block reads, filled in as the run goes
     try:
         if args.use_wandb:
             logger.setup_wandb(args, args.local_results_path)
-        result = run_sequential(args, logger)
+        run_sequential(args, logger, ending)
         failed = False
-        return result
+        return report_end(args, logger, ending, "completed")
     except BaseException as e:
+        signum = interrupt_received()
+        interrupted = isinstance(e, KeyboardInterrupt) or signum is not None
+        try:
+            report_end(args, logger, ending, "interrupted" if interrupted else "failed")
+        except Exception:  # the block must not hide why the run stopped
+            pass
         # Sacred reads the captured console output only while its capture is open, and it is
         # closed by the time a failed or interrupted run writes its last record: read it now.
         if _run is not None and hasattr(_run, "_get_captured_output"):
             _run._get_captured_output()
-        signum = interrupt_received()
         if signum is not None and not isinstance(e, KeyboardInterrupt):
             # Python turns an interrupt inside some imports into another error (a RuntimeError
             # from a dataclass's __set_name__ in torch's lazy imports): the run was interrupted.
@@ -68,6 +75,28 @@ def run(_run, config, console=None):
         raise
     finally:
         logger.close(failed=failed)
+
+
+def report_end(args, logger, ending, status):
+    """Print the closing block (utils/summary.py) -> the result Sacred keeps in run.json."""
+    runner = ending["runner"]
+    t_env = runner.t_env if runner is not None else 0
+    record = os.path.join(args.local_results_path, args.record) if args.record else None
+    models = os.path.join(args.local_results_path, "models", args.unique_token)
+    saved = sorted(int(d) for d in os.listdir(models) if d.isdigit()) if os.path.isdir(models) else []
+    lines, result = end_block(
+        status,
+        logger.stats,
+        t_env,
+        ending.get("t_start"),
+        time.time() - ending.get("started", time.time()),
+        record,
+        f"{models} (newest t_env {saved[-1]})" if saved else None,
+        kind="evaluation" if args.evaluate else "run",
+        test_interval=args.test_interval,
+    )
+    logger.console_logger.info("\n".join(lines))
+    return result
 
 
 def run_token(args, run_id):
@@ -83,10 +112,14 @@ def run_token(args, run_id):
     return f"{args.name}_{args.env}_seed{args.seed}_{stamp}_pid{os.getpid()}"
 
 
-def run_sequential(args, logger):
+def run_sequential(args, logger, ending=None):
+    """Build the run and train it (or evaluate). ending: filled with the runner and, once
+    training starts, its first t_env and start time, for the closing block."""
+    ending = {} if ending is None else ending
     console = logger.console_logger
     parts = build(args, logger)
     runner, buffer, learner = parts.runner, parts.buffer, parts.learner
+    ending["runner"] = runner
     try:
         if args.team_checkpoints:  # cross-play: each team acts with its own checkpoint's controller
             evaluate_sequential(args, runner, logger)
@@ -95,6 +128,8 @@ def run_sequential(args, logger):
             f"env {args.env} {env_info_summary(parts.env_info)}; device {args.device}; "
             f"run token {args.unique_token}"
         )
+        if args.record:
+            console.info(f"record: {os.path.join(args.local_results_path, args.record)}")
 
         episode = 0
         carried = False
@@ -110,6 +145,7 @@ def run_sequential(args, logger):
                 return {"t_env": runner.t_env}
             carried, pending = resume(args, logger, buffer, folder, meta, runner)
 
+        ending.update(t_start=runner.t_env, started=time.time())
         train_loop(args, runner, buffer, learner, logger, episode, carried, pending)
         return {"t_env": runner.t_env}
     finally:
@@ -218,7 +254,7 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
             model_save_t = runner.t_env
             save_model(args, runner, learner, episode, buffer, pending)
 
-    if args.save_model:
+    if args.save_model and model_save_t != runner.t_env:  # not saved a second time at that step
         save_model(args, runner, learner, episode, buffer, pending)
     logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
 

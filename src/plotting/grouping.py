@@ -8,7 +8,9 @@ import numpy as np
 from utils.values import SAME_EXPERIMENT
 
 # Columns of load_runs that are not config keys.
-RUN_COLUMNS = {"run_dir", "run_id", "status", "start_time", "resumed_from", "metric", "t_env", "value"}
+RUN_COLUMNS = {
+    "run_dir", "run_id", "status", "kind", "start_time", "resumed_from", "metric", "t_env", "value",
+}  # fmt: skip
 
 
 # Keys in which runs of one experiment may differ (utils/values.py declares them).

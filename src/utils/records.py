@@ -53,7 +53,10 @@ class RecordObserver(FileStorageObserver):
     def started_event(self, ex_info, command, host_info, start_time, config, meta_info, _id):
         self.metrics = {}
         host_info = dict(host_info, pid=os.getpid(), code=code_version())
-        return super().started_event(ex_info, command, host_info, start_time, config, meta_info, _id)
+        _id = super().started_event(ex_info, command, host_info, start_time, config, meta_info, _id)
+        self.run_entry["kind"] = run_kind(config)
+        self.save_json(self.run_entry, "run.json")
+        return _id
 
     def log_metrics(self, metrics_by_name, info):
         for name, new in metrics_by_name.items():
@@ -91,3 +94,9 @@ class RecordObserver(FileStorageObserver):
     def _note(self, e):
         if self.write_error is None:
             self.write_error = e
+
+
+def run_kind(config):
+    """What a record holds: "evaluation" (a checkpoint's test episodes, or cross-play) or
+    "training" (a learning curve). plot.py leaves evaluations out of training curves."""
+    return "evaluation" if config.get("evaluate") or config.get("team_checkpoints") else "training"

@@ -54,6 +54,10 @@ def read_run(path):
     info.update(flatten({k: v for k, v in config.items() if k != "seed"}))
     info["seed"] = config.get("seed")
     info["start_time"] = run.get("start_time")
+    # records written before run.json said its kind: an evaluation's config says evaluate
+    info["kind"] = run.get("kind") or (
+        "evaluation" if config.get("evaluate") or config.get("team_checkpoints") else "training"
+    )
     info["resumed_from"] = resumed_from(path)
     return info, metrics
 
@@ -71,13 +75,15 @@ def resumed_from(path):
 ENDED_EARLY = ("INTERRUPTED", "FAILED", "DIED")
 
 
-def load_runs(folders, metrics=None, status=None):
+def load_runs(folders, metrics=None, status=None, evaluations=False):
     """Tidy DataFrame of every readable run under `folders`; unreadable runs are skipped with a
     warning. metrics: keep only these metric names; status: keep only runs with these statuses
     (DIED: left RUNNING by a process that was killed). A sweep run that ended early is left out
     when another run of the same sweep configuration completed, and any run that another was
     resumed from (its metrics are in that one's record) is left out too (SUPERSEDED). A copy of a
-    sweep record (a sweep's archive read beside its results) counts once (DUPLICATE).
+    sweep record (a sweep's archive read beside its results) counts once (DUPLICATE). Evaluation
+    records (a checkpoint's test episodes, not a learning curve) are left out unless `evaluations`
+    (EVALUATION).
     df.attrs["skipped"] counts the runs each filter left out."""
     import pandas as pd
 
@@ -97,6 +103,9 @@ def load_runs(folders, metrics=None, status=None):
     continued = {os.path.realpath(i["resumed_from"]) for _, i, _ in runs if i["resumed_from"]}
     seen = set()
     for path, info, run_metrics in runs:
+        if info["kind"] == "evaluation" and not evaluations:
+            skipped["EVALUATION"] = skipped.get("EVALUATION", 0) + 1
+            continue
         key = (info.get("experiment"), info.get("sweep_key"))
         superseded = info["status"] in ENDED_EARLY and info.get("sweep_key") and key in done
         if superseded or os.path.realpath(path) in continued:
