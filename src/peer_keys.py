@@ -56,6 +56,7 @@ def _coma_td_lambda(cfg):
 
 
 SHARING = "the researcher's experience sharing"
+PUBLISHED = "the researcher's published INSPIRE code (jnzhang233/INSPIRE)"
 PROBABILITY_VERSIONS = {1: "density", 2: "joint_density"}
 RECEIVE_VERSIONS = {0: "all", 1: "gaussian_gate", 2: "sigmoid_gate"}
 
@@ -91,6 +92,9 @@ RENAMED = {
     "probability_temperature": (lambda v, c: {"share_temperature": v}, SHARING),
     "probabilities_version": (lambda v, c: _version("share_rule", PROBABILITY_VERSIONS, v), SHARING),
     "receive_version": (lambda v, c: _version("receive_rule", RECEIVE_VERSIONS, v), SHARING),
+    "min_eps": (lambda v, c: {"share_min_eps": float(v)}, PUBLISHED),
+    # their False lets every other agent receive: with the own-error receive, the sender's own
+    "use_visible_matrix": (lambda v, c: {} if v else {"share_receive": "own"}, PUBLISHED),
 }
 # key -> (accepted(value, the file's keys), what another value would ask for)
 IMPLIED = {
@@ -112,6 +116,12 @@ IMPLIED = {
     "render": (lambda v, c: not v, "rendering during training"),
     "hpn_hyper_activation": (lambda v, c: v == "relu", "another activation in HPN's hypernetworks"),
     "wandb_save_model": (lambda v, c: not v, "uploading checkpoints to W&B"),
+    # the published INSPIRE code's (learners/sharing_rows.py)
+    "scheme": (lambda v, c: v in ("differ", "inspire"), "another batch layout (ours comes from the learner)"),
+    "ESR_warm_up": (lambda v, c: bool(v), "a fixed share ratio (ESR_selected_ratio) instead of its schedule"),
+    "ESR_selected_ratio": (lambda v, c: bool(c.get("ESR_warm_up", True)), "a share ratio without warm-up"),
+    # read only by their super_learner, whose gate is our share_rule=mean_std_gate
+    "use_ESR_based_on_normal_distribution": (lambda v, c: True, "(read by their SUPER learner only)"),
 }
 # key -> what it asks for
 MISSING = {
@@ -121,7 +131,15 @@ MISSING = {
 }
 # key -> {their registry name: ours (None: drop the key, ours needs none)}
 VALUE_NAMES = {
-    "learner": {"nq_learner": "q_learner"},
+    "learner": {
+        "nq_learner": "q_learner",
+        # the published INSPIRE repository's DIFFER learners; what each adds is in the config
+        "qmix_differ": "q_divide_learner",
+        "per_learner": "q_divide_learner",
+        "super_learner": "q_divide_learner",
+        "inspire_learner": "q_divide_learner",
+    },
+    "runner": {"episode_inspire": "episode", "episode_differ": "episode"},
     "mac": {"n_mac": "basic_mac", "hpn_mac": "basic_mac"},
     "agent": {"n_rnn": "rnn"},
     "action_selector": {"soft_policies": None, "multinomial": None},

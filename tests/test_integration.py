@@ -184,6 +184,7 @@ def _curves(record):
         ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),  # four streams per env
         ("per_qmix", "skirmish", ["env_args.map_name=3m"]),  # priorities in the buffer
         ("inspire_qmix", "skirmish", ["env_args.map_name=3m", "share_to=sight"]),  # the sharer's stream
+        ("inspire_published", "skirmish", ["env_args.map_name=3m"]),  # its draws, pos in the buffer
     ],
 )
 def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monkeypatch, alg, env, extra):

@@ -7,6 +7,7 @@ import torch
 
 from learners.q_learner import QLearner
 from learners.selection import MODES, per_beta, selected_ratio, selection_weights
+from learners.sharing_rows import ROW_TARGETS, expected_selection_weights, gather_rows
 from utils.errors import ConfigError
 from utils.registry import unknown_name_message
 from utils.rl_utils import alive_mask
@@ -59,9 +60,16 @@ class QDivideLearner(QLearner):
         indi = self.individual_errors(batch, out, team)
         weights, ratio = self.selection(indi, t_env)
         shared = self.sharing(batch, indi, t_env)
-        if shared is not None and self.args.share_target == "reweight":
-            weights = weights + shared.extra
-        q_loss = self.agent_loss(batch, out, indi, weights, shared)
+        rows = None
+        if shared is not None and self.args.share_target in ROW_TARGETS:
+            weights, q_loss, rows = self.row_loss(batch, indi, shared, ratio, t_env)
+        else:
+            if shared is not None and self.args.share_target == "reweight":
+                weights = weights + shared.extra
+            q_loss = self.agent_loss(batch, out, indi, weights, shared)
+        row_stats = (
+            self.row_stats(indi, rows, ratio, t_env) if rows is not None and self.log_due(t_env) else {}
+        )
         q_grad_norm = self.step(self.q_optimiser, q_loss, self.agent_params)
         self.finish_update(episode_num)
         # The last update's decomposition, for inspection and tests (references, no copies).
@@ -85,7 +93,7 @@ class QDivideLearner(QLearner):
             # rho near 0 means the mixer no longer reads the agents' utilities (and delta_i fades);
             # the signed means show whether extra weight lands on one sign of delta_i.
             lean = {}
-            if shared is not None and (mass := shared.extra.sum()) > 0:
+            if shared is not None and rows is None and (mass := shared.extra.sum()) > 0:
                 lean["share_delta_i_mean"] = (shared.extra * delta_i).sum() / mass
             self.log(
                 t_env,
@@ -104,6 +112,7 @@ class QDivideLearner(QLearner):
                 delta_i_mean=delta_i.sum() / n_valid,
                 **(shared.stats if shared is not None else {}),
                 **lean,
+                **row_stats,
             )
         return self.feedback(team.delta_tot * out.mask, out.mask)
 
@@ -190,6 +199,60 @@ class QDivideLearner(QLearner):
             return None
         with torch.no_grad():
             return self.sharer.share(indi.delta_i, indi.mask, batch, t_env)
+
+    def row_loss(self, batch: EpisodeBatch, indi, shared, ratio: float, t_env: int):
+        """Received errors as extra rows after the batch's own (learners/sharing_rows.py): DIFFER's
+        selection runs over both, and the loss is sum W delta^2 over both / the count of both's
+        valid entries. detached_rows: the extra rows carry no gradient. -> (the real rows'
+        weights, the loss, what the rows were made of)."""
+        args, b = self.args, indi.delta_i.shape[0]
+        received = gather_rows(indi.delta_i, shared.source, shared.has, args.share_target == "detached_rows")
+        pool_mask = torch.cat([indi.mask, (received.detach() != 0).to(indi.mask.dtype)], 0)
+        pool_e = torch.cat([indi.delta_i.detach().abs(), received.detach().abs()], 0) * pool_mask
+        with torch.no_grad():
+            pool_w = selection_weights(
+                pool_e, pool_mask, args.selected, ratio, args.selected_alpha, args.selected_epsilon,
+                per_beta(args, t_env),
+            )  # fmt: skip
+        weights, received_w = pool_w[:b], pool_w[b:]
+        squared = torch.cat([indi.delta_i**2 * weights, received**2 * received_w], 0)
+        episode = self.episode_weights(batch)
+        if episode is not None:
+            squared = squared * torch.cat([episode, episode], 0)
+        n = pool_mask.sum()
+        q_loss = squared.sum() / n
+        rows = SimpleNamespace(received=received, received_w=received_w, pool_mask=pool_mask, n=n)
+        return weights, q_loss, rows
+
+    def row_stats(self, indi, rows, ratio: float, t_env: int) -> dict:
+        """What the extra rows did to this update: how many, the share of the loss's count they
+        add, the change they make in the real rows' expected selection weights (relative to the
+        weights without them), and the gradient norm their own terms give the agent network (0
+        for detached rows, whose terms hold no gradient)."""
+        args, b = self.args, indi.delta_i.shape[0]
+        n_received = rows.pool_mask[b:].sum()
+        e = indi.delta_i.detach().abs()
+        pool_e = torch.cat([e, rows.received.detach().abs()], 0) * rows.pool_mask
+        beta = per_beta(args, t_env)
+        terms = (args.selected_alpha, args.selected_epsilon, beta)
+        if args.selected == "PER_weight":
+            alone = expected_selection_weights(e * indi.mask, indi.mask, ratio, *terms)
+            along = expected_selection_weights(pool_e, rows.pool_mask, ratio, *terms)[:b]
+            change = ((along - alone).abs() * indi.mask).sum() / (alone * indi.mask).sum().clamp(min=1e-12)
+        else:
+            change = torch.zeros(())
+        own = (rows.received**2 * rows.received_w).sum() / rows.n
+        if own.requires_grad:
+            grads = torch.autograd.grad(own, self.agent_params, retain_graph=True, allow_unused=True)
+            grad_norm = torch.sqrt(sum((g**2).sum() for g in grads if g is not None))
+        else:
+            grad_norm = torch.zeros(())
+        return dict(
+            share_rows_received=n_received,
+            share_rows_count_added=n_received / rows.n,
+            share_rows_weight_change=change,
+            share_rows_grad_norm=grad_norm,
+        )
 
     def agent_loss(self, batch: EpisodeBatch, out, indi, weights, shared) -> torch.Tensor:
         """sum W delta_i^2 / valid agent-steps (episodes weighted by PER's importance weights),

@@ -49,6 +49,11 @@ class QLearner(Learner):
             )
         if config["share_control"] == "mass" and config["share_target"] != "reweight":
             raise ConfigError("share_control=mass is the control for share_target=reweight")
+        if config["share_target"] in ("rows", "detached_rows") and config["learner"] != "q_divide_learner":
+            raise ConfigError(
+                f"share_target={config['share_target']} adds rows to DIFFER's individual errors and "
+                f"needs learner=q_divide_learner, not learner={config['learner']}"
+            )
 
     @classmethod
     def batch_fields(cls, config: dict) -> set[str]:

@@ -30,7 +30,10 @@ from utils.registry import registrar
 
 SHARE_RULES = {}
 RECEIVE_RULES = {}
-SHARE_CHOICES = ("none", "all", "quantile", "gaussian", "stochastic", "density", "joint_density")
+SHARE_CHOICES = (
+    "none", "all", "quantile", "gaussian", "stochastic", "density", "joint_density", "owner_density",
+    "mean_std_gate",
+)  # fmt: skip
 DENSITY_EPSILON = 1e-8  # the researcher's epsilon in P'' / (sum P'' + epsilon)
 MIN_VARIANCE = 1e-12
 
@@ -231,6 +234,24 @@ class Shared(SimpleNamespace):
         return stats
 
 
+class SharedRows(SimpleNamespace):
+    """One update's sharing as extra rows (learners/sharing_rows.py): senders S [B, T, N], and for
+    each extra row the agent whose error it holds (source) and whether it holds one (has)."""
+
+    @cached_property
+    def stats(self):
+        return {"share_fraction": (self.senders > 0).sum() / self.mask.sum().clamp(min=1.0)}
+
+
+def uses_sight(args):
+    """Whether these settings read who sees whom."""
+    from learners.sharing_rows import ROW_TARGETS
+
+    target = getattr(args, "share_target", "reweight")
+    receive = getattr(args, "share_receive", "max_in_sight")
+    return args.share_rule == "owner_density" or (target in ROW_TARGETS and receive != "own")
+
+
 class Sharer:
     """Sharing's state (its generator, SUPER's windows) and one update's share weights."""
 
@@ -250,14 +271,21 @@ class Sharer:
 
     def share(self, delta, mask, batch, t_env):
         """delta [B, T, N] (the individual TD errors), mask [B, T, N] (valid and alive) -> Shared."""
+        from learners.sharing_rows import ROW_TARGETS, receive_plan
+
         args = self.args
         x = delta.detach()
         e = x.abs() * mask
+        # the published code reads the ratio's schedule at its forward loop's last time index
+        clock = delta.shape[1] if getattr(args, "share_ratio_clock", "t_env") == "forward_loop" else t_env
         ctx = SimpleNamespace(
-            e=e, x=x, mask=mask, args=args, ratio=share_ratio(args, t_env), window=self.window,
-            generator=self.generator,
+            e=e, x=x, mask=mask, args=args, ratio=share_ratio(args, clock), window=self.window,
+            generator=self.generator, sight=self.sight(batch) if uses_sight(args) else None,
         )  # fmt: skip
         senders = SHARE_RULES[args.share_rule](ctx)
+        if getattr(args, "share_target", "reweight") in ROW_TARGETS:
+            source, has = receive_plan(x * mask, senders, ctx.sight, args.share_receive)
+            return SharedRows(senders=senders, source=source, has=has, mask=mask)
         living = self._living(mask)  # [B, T, Ns, Nr]: j != i, j valid and alive
         in_range = self._in_range(batch, living)
         n_range = in_range.sum(-1)
@@ -278,6 +306,16 @@ class Sharer:
         return Shared(
             senders=senders, receivers=receivers, extra=extra, mask=mask, living=living, in_range=in_range
         )
+
+    def sight(self, batch):
+        """[B, T, N, N]: agent k sees agent j (share_sight: the env's visible, or the published
+        Manhattan rule on pos)."""
+        if getattr(self.args, "share_sight", "visible") == "manhattan":
+            from learners.sharing_rows import manhattan_sight
+
+            filled = batch["filled"][:, :-1, 0]
+            return manhattan_sight(batch["pos"][:, :-1], filled, self.args.share_radius)
+        return batch["visible"][:, :-1].float()
 
     def _living(self, mask):
         n = self.n_agents
@@ -323,7 +361,16 @@ def needed_fields(config):
     """The step fields sharing reads with these settings."""
     if config.get("share_rule", "none") == "none":
         return set()
+    from learners.sharing_rows import ROW_TARGETS
+
+    if config["share_target"] in ROW_TARGETS or config["share_rule"] == "owner_density":
+        if not uses_sight(SimpleNamespace(**config)):
+            return set()
+        return {"pos"} if config["share_sight"] == "manhattan" else {"visible"}
     fields = {"sight": {"visible"}, "radius": {"pos"}}.get(config["share_to"], set())
     if config["share_fallback"] == "nearest":
         fields = fields | {"pos"}
     return set(fields)
+
+
+import learners.sharing_rows  # noqa: E402, F401  (registers the published rules)
