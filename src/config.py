@@ -298,7 +298,10 @@ NOT_INHERITED = {
 }  # fmt: skip
 # What an evaluation may change besides (config_changes' RESUMABLE): it trains nothing, so how many
 # episodes it plays, on which env seeds and in which runner is its own.
-EVALUATION_FREE = {"test_nepisode", "batch_size_run", "runner", "seed", "env_args.seed", "save_replay"}
+EVALUATION_FREE = {
+    "test_nepisode", "batch_size_run", "runner", "seed", "env_args.seed", "save_replay",
+    "env_args.replay_dir",
+}  # fmt: skip
 
 
 def checkpoint_settings(overrides):
