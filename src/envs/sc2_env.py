@@ -9,11 +9,12 @@ import importlib
 import importlib.metadata
 import os
 import sys
+import types
 
 import numpy as np
 
 from envs.multiagentenv import smac_entities, smac_step_fields, step_field_specs
-from envs.skirmish.args import SIM_CHOICES, SIM_DEFAULTS
+from envs.skirmish.args import SIM_CHOICES, SIM_DEFAULTS, check_reward_options
 from utils.errors import ConfigError
 
 INSTALL = (
@@ -21,7 +22,7 @@ INSTALL = (
     "and `pip install git+https://github.com/oxwhirl/smac.git`); see docs/starcraft.md. "
     "--env-config=skirmish runs the same maps without StarCraft II"
 )
-WRAPPER_KEYS = {"common_reward", "reward_scalarisation", "sc2_timeout"}
+WRAPPER_KEYS = {"common_reward", "reward_scalarisation", "sc2_timeout", "reward_kills_deaths"}
 
 
 def protobuf_runtime():
@@ -173,6 +174,7 @@ def simulator_only_keys(env_args):
 
 def validate_env_args(env_args):
     simulator_only_keys(env_args)
+    check_reward_options(env_args)
     check_timeout(env_args)
     load_smac()
     check_starcraft()
@@ -193,6 +195,12 @@ class GameEnv:
     def set_rng_state(self, state):
         raise NotImplementedError("StarCraft II's random state cannot be restored")
 
+    def use_kills_deaths_reward(self, env_args, game):
+        """env_args.reward_kills_deaths: the game env's battle reward becomes ICES's (their SMAC
+        edits only reward_battle; win, defeat and scaling stay SMAC's own)."""
+        if env_args.get("reward_kills_deaths"):
+            game.reward_battle = types.MethodType(kills_deaths_battle, game)
+
     def _guard(self, call, *args):
         try:
             return call(*args)
@@ -200,6 +208,24 @@ class GameEnv:
             if is_launch_error(e):
                 raise launch_error(e, self.install) from None
             raise
+
+
+def kills_deaths_battle(env):
+    """ICES's battle reward on a SMAC StarCraft2Env: +reward_death_value an enemy killed, minus
+    reward_death_value * reward_negative_scale an ally lost, damage not counted; the death
+    trackers are kept as SMAC's own reward_battle keeps them."""
+    if env.reward_sparse:
+        return 0
+    reward = 0.0
+    for trackers, units, value in (
+        (env.death_tracker_ally, env.agents, -env.reward_death_value * env.reward_negative_scale),
+        (env.death_tracker_enemy, env.enemies, env.reward_death_value),
+    ):
+        for i, unit in units.items():
+            if not trackers[i] and unit.health == 0:
+                trackers[i] = 1
+                reward += value
+    return reward
 
 
 class StarCraft2Env(GameEnv):
@@ -211,6 +237,7 @@ class StarCraft2Env(GameEnv):
         env_class = load_smac()
         set_timeout(env_args)
         self.env = env_class(**{k: v for k, v in env_args.items() if k not in WRAPPER_KEYS})
+        self.use_kills_deaths_reward(env_args, self.env)
 
     def __getattr__(self, name):
         if name == "env":  # not yet set: avoid recursing during construction

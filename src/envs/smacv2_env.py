@@ -21,7 +21,7 @@ from envs.sc2_env import (
     wrapped_entities,
 )
 from envs.skirmish import distributions as dist
-from envs.skirmish.args import expand, plain
+from envs.skirmish.args import check_reward_options, expand, plain
 from utils.errors import ConfigError
 
 INSTALL = (
@@ -57,7 +57,8 @@ def check_maps():
 
 def validate_env_args(env_args):
     check_timeout(env_args)
-    args = expand({k: v for k, v in env_args.items() if k != "sc2_timeout"})
+    check_reward_options(env_args)
+    args = expand({k: v for k, v in env_args.items() if k not in ("sc2_timeout", "reward_kills_deaths")})
     cap = args.get("capability_config") or {}
     if args.get("obs_instead_of_state"):
         raise ConfigError("env_args.obs_instead_of_state=True is not supported by SMACv2; set it to False")
@@ -86,10 +87,11 @@ class SMACv2Env(GameEnv):
         wrapper = load_smacv2()
         set_timeout(env_args)
         # plain, deep-copied: SMACv2's wrapper edits capability_config
-        args = expand({k: v for k, v in env_args.items() if k != "sc2_timeout"})
+        args = expand({k: v for k, v in env_args.items() if k not in ("sc2_timeout", "reward_kills_deaths")})
         if args.get("sim_options"):
             warnings.warn("env_args.sim_options only affect skirmish_v2; sc2v2 ignores them", stacklevel=2)
         self.env = wrapper(**{k: v for k, v in plain(args).items() if k not in FRAMEWORK_KEYS})
+        self.use_kills_deaths_reward(env_args, self.env.__dict__.get("env", self.env))
 
     def __getattr__(self, name):
         if name == "env":  # not yet set: avoid recursing during construction

@@ -57,6 +57,13 @@ SIM_DEFAULTS = dict(attack_jitter=True, builtin_agents=False, obs_starcraft=True
 # until 2026-11-26; a record without env_args.placement ran with it). SC2's own order is not in the
 # map files (bench/README, "Against the published StarCraft II figures").
 SIM_CHOICES = {"placement": ("random", "toward")}
+# reward_kills_deaths: ICES's reward (their modified SMAC): the battle reward counts kills and
+# deaths only, +reward_death_value an enemy killed and -reward_death_value * reward_negative_scale
+# an ally lost (damage not counted), plus reward_win, scaled as SMAC scales (by max_reward /
+# reward_scale_rate, max_reward still counting the enemies' health); with reward_only_positive=False
+# only, as ICES runs it. An option of the framework's SMAC-like envs (skirmish, skirmish_v2, and the
+# sc2 and sc2v2 wrappers), not of SMAC's signature.
+REWARD_OPTIONS = {"reward_kills_deaths": False}
 DIFFICULTIES = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "A"]  # SMAC's (stored only here)
 WRAPPER_KEYS = {"common_reward", "reward_scalarisation"}
 # skirmish_v2: SMACv2 wrapper keywords beyond SMAC's, and the simulator's SMACv2 quirks
@@ -98,10 +105,13 @@ def validate_env_args(env_args):
             and k not in SIM_DEFAULTS
             and k not in SIM_CHOICES
             and k not in WRAPPER_KEYS
+            and k not in REWARD_OPTIONS
         ):
             raise ConfigError(
                 unknown_name_message(
-                    "env_args key for skirmish", k, sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS, **SIM_CHOICES})
+                    "env_args key for skirmish",
+                    k,
+                    sorted({**SMAC_DEFAULTS, **SIM_DEFAULTS, **SIM_CHOICES, **REWARD_OPTIONS}),
                 )
             )
     for k, choices in SIM_CHOICES.items():
@@ -117,6 +127,7 @@ def validate_env_args(env_args):
     for k in SIM_DEFAULTS:
         if k in env_args and (not isinstance(env_args[k], (bool, int)) or env_args[k] not in (0, 1)):
             raise ConfigError(f"env_args.{k}={env_args[k]!r} must be True or False")
+    check_reward_options(env_args)
     # the rest take the type of SMAC's default (numbers: int or float), and some a range
     for k, default in SMAC_DEFAULTS.items():
         if k not in env_args or default is None or k == "step_mul":
@@ -137,6 +148,18 @@ def validate_env_args(env_args):
         raise ConfigError(f"env_args.seed={seed!r} must be a non-negative integer or null")
     if not env_args.get("common_reward", True):
         raise ConfigError("skirmish gives one team reward (as SMAC does): set common_reward=True")
+
+
+def check_reward_options(env_args):
+    """reward_kills_deaths is a bool, and ICES's reward is defined with reward_only_positive=False."""
+    value = env_args.get("reward_kills_deaths", False)
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise ConfigError(f"env_args.reward_kills_deaths={value!r} must be True or False")
+    if value and env_args.get("reward_only_positive", True):
+        raise ConfigError(
+            "env_args.reward_kills_deaths=True is ICES's reward, defined with "
+            "env_args.reward_only_positive=False (kills minus deaths); set it False"
+        )
 
 
 def expand(env_args):
@@ -177,7 +200,8 @@ def validate_v2_env_args(env_args):
                 where="or set env_args.scenario",
             )
         )
-    known = {**SMAC_DEFAULTS, **SIM_DEFAULTS, **V2_DEFAULTS}
+    known = {**SMAC_DEFAULTS, **SIM_DEFAULTS, **V2_DEFAULTS, **REWARD_OPTIONS}
+    check_reward_options(args)
     for k in args:
         if k not in known and k not in WRAPPER_KEYS and k not in FRAMEWORK_KEYS:
             raise ConfigError(

@@ -9,7 +9,7 @@ import numpy as np
 
 from envs.skirmish import render, sim
 from envs.skirmish.api import _Units
-from envs.skirmish.args import SIM_DEFAULTS, WRAPPER_KEYS
+from envs.skirmish.args import REWARD_OPTIONS, SIM_DEFAULTS, WRAPPER_KEYS
 from envs.skirmish.maps import LOOPS, UNITS
 from utils.seeding import generator_state, set_generator_state
 
@@ -30,7 +30,7 @@ class Battle:
         for k, v in self.DEFAULTS.items():
             setattr(self, "_seed" if k == "seed" else k, args.get(k, v))
         # attack_jitter, builtin_agents, obs_starcraft
-        for k, v in SIM_DEFAULTS.items():
+        for k, v in {**SIM_DEFAULTS, **REWARD_OPTIONS}.items():
             setattr(self, k, bool(args.get(k, v)))
         self._move_amount = self.move_amount
         if self.obs_all_health:
@@ -228,6 +228,8 @@ class Battle:
             d_deaths -= self.reward_death_value * self.reward_negative_scale * (newly_dead & ~enemy).sum()
         self.death_tracker |= newly_dead
         self.prev_hs = hs
+        if self.reward_kills_deaths:  # ICES: kills and deaths only (reward_only_positive is False)
+            return float(d_deaths)
         if self.reward_only_positive:
             # SMAC v1 takes the absolute value (shield regeneration then pays); SMACv2 clips at 0
             return float(max(d_enemy + d_deaths, 0.0) if self._clip_reward else abs(d_enemy + d_deaths))
