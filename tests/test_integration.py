@@ -185,6 +185,7 @@ def _curves(record):
         ("per_qmix", "skirmish", ["env_args.map_name=3m"]),  # priorities in the buffer
         ("inspire_qmix", "skirmish", ["env_args.map_name=3m", "share_to=sight"]),  # the sharer's stream
         ("inspire_published", "skirmish", ["env_args.map_name=3m"]),  # its draws, pos in the buffer
+        ("kalei_qmix", "mpe", ["batch_size_run=2", "kalei_reset_interval=50"]),  # masks, resets, history
     ],
 )
 def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monkeypatch, alg, env, extra):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from learners.base import Learner
+from learners.kalei import Kaleidoscope
 from learners.sharing import Sharer, needed_fields
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.errors import ConfigError
@@ -35,6 +36,11 @@ class QLearner(Learner):
 
     @classmethod
     def validate(cls, config: dict) -> None:
+        if config["agent"] == "kalei_rnn" and config["learner"] != "q_learner":
+            raise ConfigError(
+                f"agent=kalei_rnn (Kaleidoscope) adds its diversity loss in learner=q_learner "
+                f"(QMIX, VDN), not learner={config['learner']}"
+            )
         if config["share_rule"] == "none":
             return
         if config["learner"] == "q_learner" and config["mixer"] is not None:
@@ -64,6 +70,10 @@ class QLearner(Learner):
         self.n_agents = args.n_agents
         rule = getattr(args, "share_rule", "none")
         self.sharer = None if rule == "none" else Sharer(args, args.n_agents, args.device)
+        agent = getattr(mac, "agent", None)
+        self.kalei = Kaleidoscope(args, agent) if hasattr(agent, "diversity_loss") else None
+        if self.kalei is not None:
+            logger.console_logger.info(f"Kaleidoscope: {self.kalei.describe()}")
         self.params = list(mac.parameters())
         self.mixer = None
         if args.mixer is not None:
@@ -115,6 +125,7 @@ class QLearner(Learner):
         return QTargets(rewards, terminated, mask, q_taken, q_next, targets, mix_kwargs)
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> dict | None:
+        resets = self.kalei.maybe_reset(t_env) if self.kalei is not None else None
         out = self.forward_and_targets(batch)
         mask, chosen_action_qvals, targets = out.mask, out.q_taken, out.targets
         if self.mixer is not None:
@@ -144,13 +155,23 @@ class QLearner(Learner):
                 + self.receiver_loss(batch, rewards, out.terminated.expand(-1, -1, n), shared, weights)
                 / mask.sum()
             )
+        kalei = {}
+        if self.kalei is not None:  # the masks' diversity term, weighed against the TD loss
+            term, kalei = self.kalei.loss(loss)
+            kalei["td_loss"] = loss.detach()
+            loss = loss + term
+            if resets is not None:
+                kalei["kalei_weights_reset"] = resets
         grad_norm = self.step(self.optimiser, loss, self.params)
         self.finish_update(episode_num)
 
         if self.log_due(t_env):
             n = mask.sum()
+            if self.kalei is not None:
+                kalei["mask_sparsity"] = self.kalei.agent.sparsity()
             self.log(
                 t_env,
+                **kalei,
                 loss=loss,
                 grad_norm=grad_norm,
                 td_error_abs=masked_td_error.abs().sum() / n,
@@ -205,9 +226,13 @@ class QLearner(Learner):
         state = super().state_dict()
         if self.sharer is not None:
             state["sharer"] = self.sharer.state_dict()
+        if self.kalei is not None:
+            state["kalei"] = self.kalei.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         if self.sharer is not None and "sharer" in state:
             self.sharer.load_state_dict(state["sharer"])
+        if self.kalei is not None and "kalei" in state:
+            self.kalei.load_state_dict(state["kalei"])

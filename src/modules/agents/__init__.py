@@ -4,6 +4,7 @@ forward(inputs [n, T, input_shape], hidden [n, H] or None) -> (out [n, T, n_acti
 from utils.registry import Registry
 
 from .hpn_agent import DeepSetAgent, DeepSetHyperAgent, HPNAgent
+from .kalei_agent import DeepRNNAgent, KaleiRNNAgent
 from .mlp_agent import MLPAgent
 from .rnn_agent import RNNAgent
 from .transformer_agent import TransformerAgent
@@ -17,5 +18,7 @@ REGISTRY = Registry(
         "hpn_rnn": HPNAgent,
         "deepset_rnn": DeepSetAgent,
         "deepset_hyper_rnn": DeepSetHyperAgent,
+        "kalei_rnn": KaleiRNNAgent,
+        "deep_rnn": DeepRNNAgent,
     },
 )
