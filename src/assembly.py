@@ -36,6 +36,7 @@ DERIVED_KEYS = (
     "action_space",
     "action_low",
     "action_high",
+    "state_agent_features",
     "unique_token",
     "record",
     "step_fields",
@@ -98,6 +99,9 @@ def apply_env_info(args, env_info):
     args.obs_entities = env_info.get("obs_entities")
     args.action_entities = env_info.get("action_entities")
     args.action_space = env_info.get("action_space", "discrete")
+    # SMAC-like envs: the state opens with one block of these features per agent (Qatten's keys)
+    features = env_info.get("agent_features")
+    args.state_agent_features = len(features) if features else None
     if args.action_space == "continuous":
         args.action_low, args.action_high = env_info["action_low"], env_info["action_high"]
 

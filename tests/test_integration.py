@@ -24,7 +24,11 @@ def test_every_algorithm_config_trains(tmp_path, alg):
     if cfg.get("num_mini_batch", 1) > 2:
         extra.append("num_mini_batch=2")
     argv = brief_training_argv(alg, "transformer_n_layers=1", *extra)
-    if getattr(agent_REGISTRY[cfg.get("agent", "rnn")], "needs_entities", False):  # StarCraft-like envs only
+    from modules.mixers import REGISTRY as mixer_REGISTRY
+
+    mixer = mixer_REGISTRY[cfg["mixer"]] if cfg.get("mixer") else None
+    smac_like = getattr(mixer, "needs_agent_state", False)  # StarCraft-like envs only
+    if smac_like or getattr(agent_REGISTRY[cfg.get("agent", "rnn")], "needs_entities", False):
         argv = [a for a in argv if not a.startswith("env_args.max_cycles")]
         argv[1:1] = ["--env-config=skirmish"]
         argv = [a for a in argv if a != "--env-config=mpe"] + ["env_args.map_name=3m"]

@@ -6,8 +6,9 @@ exact dQ_tot/dQ_i where its training gradient stops part of it."""
 
 from utils.registry import Registry
 
+from .qatten import QattenMixer
 from .qmix import QMixer
 from .qplex import QPLEXMixer
 from .vdn import VDNMixer
 
-REGISTRY = Registry("mixer", {"vdn": VDNMixer, "qmix": QMixer, "qplex": QPLEXMixer})
+REGISTRY = Registry("mixer", {"vdn": VDNMixer, "qmix": QMixer, "qplex": QPLEXMixer, "qatten": QattenMixer})
