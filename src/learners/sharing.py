@@ -26,6 +26,13 @@ from types import SimpleNamespace
 import torch
 
 from components.schedules import horizon
+from learners.sharing_rows import (
+    ROW_TARGETS,
+    manhattan_sight,
+    receive_plan,
+    share_mean_std_gate,
+    share_owner_density,
+)
 from utils.registry import registrar
 
 SHARE_RULES = {}
@@ -40,6 +47,9 @@ MIN_VARIANCE = 1e-12
 
 share_rule = registrar(SHARE_RULES)
 receive_rule = registrar(RECEIVE_RULES)
+# the published code's rules (learners/sharing_rows.py)
+share_rule("owner_density")(share_owner_density)
+share_rule("mean_std_gate")(share_mean_std_gate)
 
 
 def share_ratio(args, t_env):
@@ -245,8 +255,6 @@ class SharedRows(SimpleNamespace):
 
 def uses_sight(args):
     """Whether these settings read who sees whom."""
-    from learners.sharing_rows import ROW_TARGETS
-
     target = getattr(args, "share_target", "reweight")
     receive = getattr(args, "share_receive", "max_in_sight")
     return args.share_rule == "owner_density" or (target in ROW_TARGETS and receive != "own")
@@ -271,8 +279,6 @@ class Sharer:
 
     def share(self, delta, mask, batch, t_env):
         """delta [B, T, N] (the individual TD errors), mask [B, T, N] (valid and alive) -> Shared."""
-        from learners.sharing_rows import ROW_TARGETS, receive_plan
-
         args = self.args
         x = delta.detach()
         e = x.abs() * mask
@@ -311,8 +317,6 @@ class Sharer:
         """[B, T, N, N]: agent k sees agent j (share_sight: the env's visible, or the published
         Manhattan rule on pos)."""
         if getattr(self.args, "share_sight", "visible") == "manhattan":
-            from learners.sharing_rows import manhattan_sight
-
             filled = batch["filled"][:, :-1, 0]
             return manhattan_sight(batch["pos"][:, :-1], filled, self.args.share_radius)
         return batch["visible"][:, :-1].float()
@@ -361,8 +365,6 @@ def needed_fields(config):
     """The step fields sharing reads with these settings."""
     if config.get("share_rule", "none") == "none":
         return set()
-    from learners.sharing_rows import ROW_TARGETS
-
     if config["share_target"] in ROW_TARGETS or config["share_rule"] == "owner_density":
         if not uses_sight(SimpleNamespace(**config)):
             return set()
@@ -371,6 +373,3 @@ def needed_fields(config):
     if config["share_fallback"] == "nearest":
         fields = fields | {"pos"}
     return set(fields)
-
-
-import learners.sharing_rows  # noqa: E402, F401  (registers the published rules)

@@ -2,9 +2,9 @@
 value_based.md, "INSPIRE as published"): received errors are extra rows of the individual TD
 errors, placed after the batch's own rows, that enter DIFFER's selection and the loss's count.
 
-- share rule `owner_density`: each owner agent k fits a normal to its own errors of the episode;
-  every agent's error is scored under it where k sees that agent; the scores, summed over owners,
-  give the draw weights of the episode's (step, agent) entries;
+- share rule `owner_density` (registered in learners/sharing.py): each owner agent k fits a
+  normal to its own errors of the episode; every agent's error is scored under it where k sees
+  that agent; the scores, summed over owners, give the draw weights of the episode's entries;
 - share rule `mean_std_gate`: an error outside its agent's episode mean +- one standard deviation;
 - receive (`share_receive`): which agent's error lands in each extra row;
 - share_target `rows` (with the shared errors' gradient) or `detached_rows` (without).
@@ -25,8 +25,6 @@ from __future__ import annotations
 import math
 
 import torch
-
-from learners.sharing import share_rule
 
 ROW_TARGETS = ("rows", "detached_rows")
 RECEIVE_CHOICES = ("max_in_sight", "own_if_in_sight", "own")
@@ -128,8 +126,7 @@ def unflatten(index, t, n, published):
     return index % max(t - 1, 1), (index // max(t - 1, 1)) % max(n - 1, 1)
 
 
-@share_rule("owner_density")
-def _share_owner_density(ctx):
+def share_owner_density(ctx):
     """The published INSPIRE's sharing: per episode, draws_per_episode entries without
     replacement in proportion to owner_scores, mapped back to (step, agent)."""
     b, t, n = ctx.x.shape
@@ -146,8 +143,7 @@ def _share_owner_density(ctx):
     return senders
 
 
-@share_rule("mean_std_gate")
-def _share_mean_std_gate(ctx):
+def share_mean_std_gate(ctx):
     """The published SUPER's gate: an error outside its (episode, agent) mean +- one standard
     deviation over time (share_moments=padded: over the padded steps, unbiased, zeros included)."""
     x = ctx.x * ctx.mask
