@@ -81,8 +81,19 @@ def _greedy_weight(e, mask, n_sel, alpha, epsilon, beta, generator):
     return chosen if top <= 0 else w / top
 
 
+def per_priorities(e, mask, alpha, epsilon):
+    """PER_weight's priorities (|delta| + epsilon)^alpha on the valid entries, 0 elsewhere."""
+    return (e + epsilon * mask).pow(alpha) * (mask > 0)
+
+
+def per_importance(probs, e, mask, beta):
+    """PER_weight's importance weights (N P)^-beta over their maximum, N the entries of e."""
+    w = (1.0 / (probs.view_as(e) * e.numel() + 1e-8)).pow(beta) * mask
+    return w / w.max()
+
+
 def _per_counts(e, mask, n_sel, alpha, epsilon, generator):
-    p = (e + epsilon * mask).pow(alpha) * (mask > 0)
+    p = per_priorities(e, mask, alpha, epsilon)
     probs = (p / p.sum()).reshape(-1)
     idx = torch.multinomial(probs, n_sel, replacement=True, generator=generator)
     return torch.bincount(idx, minlength=probs.numel()).view_as(e).to(e.dtype), probs
@@ -96,8 +107,7 @@ def _per_hard(e, mask, n_sel, alpha, epsilon, beta, generator):
 @rule("PER_weight")
 def _per_weight(e, mask, n_sel, alpha, epsilon, beta, generator):
     counts, probs = _per_counts(e, mask, n_sel, alpha, epsilon, generator)
-    w = (1.0 / (probs.view_as(e) * e.numel() + 1e-8)).pow(beta) * mask
-    return counts * (w / w.max())
+    return counts * per_importance(probs, e, mask, beta)
 
 
 @rule("PER")

@@ -26,6 +26,8 @@ import math
 
 import torch
 
+from learners.selection import per_importance, per_priorities
+
 ROW_TARGETS = ("rows", "detached_rows")
 RECEIVE_CHOICES = ("max_in_sight", "own_if_in_sight", "own")
 
@@ -190,11 +192,10 @@ def expected_selection_weights(e, mask, ratio, alpha, epsilon, beta):
     """PER_weight's expected weights E[W] [.., N] (draw count times normalised importance
     weight), without drawing: what received rows change in the real rows' weights can be logged
     without moving any random stream."""
-    p = (e + epsilon * mask).pow(alpha) * (mask > 0)
+    p = per_priorities(e, mask, alpha, epsilon)
     total = p.sum()
     if total <= 0:
         return torch.zeros_like(e)
     probs = p / total
     n_sel = int(int(mask.sum().item()) * ratio)
-    w = (1.0 / (probs * e.numel() + 1e-8)).pow(beta) * mask
-    return n_sel * probs * (w / w.max())
+    return n_sel * probs * per_importance(probs, e, mask, beta)
