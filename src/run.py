@@ -216,11 +216,12 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
             t_before = runner.t_env
             episode_batch = runner.run(test_mode=False)
             buffer.insert_episode_batch(episode_batch, runner.episode_rng_states)
+            learner.observe(episode_batch)
             if args.train_interval_steps:
                 pending += runner.t_env - t_before
                 n_updates, pending = divmod(pending, args.train_interval_steps)
             else:
-                n_updates = 1
+                n_updates = args.updates_per_call
             for _ in range(n_updates):
                 sample = draw_batch(args, buffer, runner.t_env)
                 if sample is None:
@@ -230,6 +231,11 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
                 feedback = learner.train(sample, runner.t_env, episode)
                 if feedback and hasattr(sample, "ep_ids"):  # what the learner learned (priorities)
                     buffer.learn(sample.ep_ids, feedback)
+                for k in range(learner.aux_batches):
+                    extra = draw_batch(args, buffer, runner.t_env)
+                    if extra.device != args.device:
+                        extra.to(args.device)
+                    learner.train_aux(extra, runner.t_env, k)
             episode += runner.batch_size
 
         if runner.t_env >= next_test_t:

@@ -190,6 +190,8 @@ def _curves(record):
         ("inspire_qmix", "skirmish", ["env_args.map_name=3m", "share_to=sight"]),  # the sharer's stream
         ("inspire_published", "skirmish", ["env_args.map_name=3m"]),  # its draws, pos in the buffer
         ("kalei_qmix", "mpe", ["batch_size_run=2", "kalei_reset_interval=50"]),  # masks, resets, history
+        ("ices_qmix", "skirmish_ices", ["env_args.map_name=3m", "batch_size_run=2"]),
+        ("ices_qplex", "skirmish_ices", ["env_args.map_name=3m"]),  # 2 updates a call
     ],
 )
 def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monkeypatch, alg, env, extra):
@@ -215,6 +217,7 @@ def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monke
         ("qmix", "skirmish_v2", ["env_args.map_name=protoss_5_vs_5"]),
         ("per_qmix", "skirmish", ["env_args.map_name=3m"]),  # the log keeps the priorities
         ("inspire_qmix", "skirmish", ["env_args.map_name=3m", "share_to=sight"]),  # visible replayed
+        ("ices_sound", "skirmish_ices", ["env_args.map_name=3m", "batch_size_run=2"]),
     ],
 )
 def test_a_checkpoint_without_its_buffer_plays_the_buffer_again_from_its_log(

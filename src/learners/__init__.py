@@ -2,6 +2,7 @@ from utils.registry import Registry
 
 from .actor_critic_learner import ActorCriticLearner
 from .coma_learner import COMALearner
+from .ices import ICESLearner
 from .maddpg_learner import MADDPGLearner
 from .masac_learner import MASACLearner
 from .ppo_learner import PPOLearner
@@ -18,5 +19,6 @@ REGISTRY = Registry(
         "actor_critic_learner": ActorCriticLearner,
         "ppo_learner": PPOLearner,
         "coma_learner": COMALearner,
+        "ices_learner": ICESLearner,
     },
 )

@@ -11,6 +11,8 @@ them instead of lists of learner names:
     macs           the controllers it can train
     mixer_use      "none", "optional" or "required" (self.mixer is the network, where there is one)
     on_policy      trains on the episodes just collected instead of a replay buffer
+    aux_batches    further batches each update draws for models of its own (ICES's world model):
+                   train_aux(batch, t_env, k) for k in range(aux_batches), after train()
 
 `batch_fields(config)` names the env's extra step fields a learner needs; `train()` returns what
 the replay buffer should learn about the batch it trained on ({"priorities": [B]}) or None.
@@ -40,6 +42,7 @@ class Learner:
     macs = ("basic_mac",)
     mixer_use = "none"
     on_policy = False
+    aux_batches = 0
 
     def __init__(self, mac: BasicMAC, scheme: dict, logger: Logger, args: SimpleNamespace) -> None:
         self.args = args
@@ -67,6 +70,12 @@ class Learner:
         """The env's extra step fields (envs/multiagentenv.STEP_FIELDS) this learner reads from its
         batches with these settings; the run records them, and refuses an env without them."""
         return set()
+
+    def observe(self, episode_batch: EpisodeBatch) -> None:
+        """Sees each batch of new episodes as it enters the replay buffer (running statistics)."""
+
+    def train_aux(self, batch: EpisodeBatch, t_env: int, k: int) -> None:
+        """Trains on further batch k of this update (see aux_batches)."""
 
     # --- construction -----------------------------------------------------------------------
     def add_network(self, name: str, online: Any, target: bool = True) -> Any:
