@@ -211,9 +211,9 @@ class ICESLearner(QLearner):
         for p in params:
             if p.grad is not None:
                 p.grad.clamp_(-args.ices_world_clip, args.ices_world_clip)
-        optimiser.step()
-        for group in optimiser.param_groups:
+        for group in optimiser.param_groups:  # decayed before each step, as ClippedAdam does
             group["lr"] *= self.world_lr_factor
+        optimiser.step()
         self.world_stats[f"world_{branch}_baseline_loss"] = baseline_loss.detach()
         self.world_stats[f"world_{branch}_baseline_grad_norm"] = baseline_norm
         self.world_stats[f"world_{branch}_neg_elbo"] = elbo.detach()
