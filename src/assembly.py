@@ -192,6 +192,11 @@ def _assemble(args, logger, runner, env_info, buffer):
             **extra,
         )
         full_scheme = replay.scheme
+        logger.console_logger.info(
+            f"replay buffer: {args.buffer_size} episodes, only the steps played are kept: "
+            f"{replay.row_bytes() / 2**10:.1f} KiB a step, at most {replay.full_nbytes() / 2**30:.2f} GiB "
+            f"if every episode ran to the limit"
+        )
     mac = mac_REGISTRY[args.mac](full_scheme, groups, args)
     if runner is not None:
         runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
@@ -219,8 +224,8 @@ def check_step_fields(args, env_info):
 
 
 def check_buffer_memory(args, scheme, groups, max_seq_length):
-    """Refuse a replay buffer that cannot fit in this machine's memory (it is allocated up front,
-    so the run would be killed by the OS instead)."""
+    """Refuse a replay buffer that could not fit in this machine's memory were every episode to
+    run to the limit (the OS would kill the run instead)."""
     per_step = 0
     for field in scheme.values():
         shape = field["vshape"]
@@ -248,7 +253,7 @@ def check_buffer_memory(args, scheme, groups, max_seq_length):
         # needs 12 GiB: two at once on a 24 GiB machine were killed).
         fit = max(1, int(0.8 * available / (per_step * max_seq_length)))
         get_console_logger().warning(
-            f"the replay buffer will take {need / 2**30:.1f} GiB as it fills, but only "
+            f"the replay buffer may take up to {need / 2**30:.1f} GiB as it fills, but only "
             f"{available / 2**30:.1f} GiB are available now (other jobs); buffer_size={fit} fits"
         )
 

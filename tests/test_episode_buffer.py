@@ -105,6 +105,11 @@ def replay(size):
     )
 
 
+def held(buf, k):
+    """Field k of every held episode, padded to the full length (slot order)."""
+    return buf.episodes(range(buf.episodes_in_buffer), buf.max_seq_length)[k]
+
+
 def fill(b, ids):
     for i, ep_id in enumerate(ids):
         b.update({"ep_id": [[ep_id]], "state": np.full((7, 5), ep_id)}, bs=i, ts=slice(0, 7))
@@ -117,10 +122,10 @@ def test_buffer_wraps_around():
     assert buf.buffer_index == 3 and buf.episodes_in_buffer == 3
     buf.insert_episode_batch(fill(batch(bs=3), [3, 4, 5]))  # straddles the end
     assert buf.buffer_index == 1 and buf.episodes_in_buffer == 5
-    assert buf["ep_id"][:, 0].tolist() == [5, 1, 2, 3, 4]
-    assert buf["state"][0, 0, 0] == 5
+    assert held(buf, "ep_id")[:, 0].tolist() == [5, 1, 2, 3, 4]
+    assert held(buf, "state")[0, 0, 0] == 5
     buf.insert_episode_batch(fill(batch(bs=2), [6, 7]))
-    assert buf["ep_id"][:, 0].tolist() == [5, 6, 7, 3, 4]
+    assert held(buf, "ep_id")[:, 0].tolist() == [5, 6, 7, 3, 4]
     assert buf.episodes_in_buffer == 5
 
 
@@ -129,7 +134,7 @@ def test_each_slot_keeps_the_env_state_its_episode_began_from():
     buf = replay(5)
     buf.insert_episode_batch(fill(batch(bs=3), [0, 1, 2]), [{"s": 0}, {"s": 1}, {"s": 2}])
     buf.insert_episode_batch(fill(batch(bs=3), [3, 4, 5]), [{"s": 3}, {"s": 4}, {"s": 5}])
-    assert [e["s"] for e in buf.env_rng] == buf["ep_id"][:, 0].long().tolist() == [5, 1, 2, 3, 4]
+    assert [e["s"] for e in buf.env_rng] == held(buf, "ep_id")[:, 0].long().tolist() == [5, 1, 2, 3, 4]
     buf.insert_episode_batch(fill(batch(bs=2), [6, 7]))  # a runner that cannot give one
     assert buf.env_rng == [{"s": 5}, None, None, {"s": 3}, {"s": 4}]
 
@@ -148,25 +153,25 @@ def test_buffer_state_round_trip(tmp_path, ids):
     back.load_state_dict(torch.load(tmp_path / "b.th", weights_only=True))
     assert (back.buffer_index, back.episodes_in_buffer) == (buf.buffer_index, buf.episodes_in_buffer)
     for k in ("ep_id", "state", "actions_onehot", "filled"):
-        assert torch.equal(back[k], buf[k]), k
+        assert torch.equal(held(back, k), held(buf, k)), k
     assert torch.equal(back._transitions, buf._transitions)
     # and it goes on as the original does
     for b in (buf, back):
         b.insert_episode_batch(fill(batch(bs=2), [8, 9]))
-    assert back["ep_id"][:, 0].tolist() == buf["ep_id"][:, 0].tolist()
+    assert held(back, "ep_id")[:, 0].tolist() == held(buf, "ep_id")[:, 0].tolist()
 
 
-def test_buffer_state_of_a_part_filled_buffer_is_not_a_copy():
-    # A checkpoint of a part-filled buffer must not need a second buffer's worth of memory: its
-    # tensors share the buffer's memory, over storages that hold only the filled episodes.
+def test_buffer_state_is_not_a_copy():
+    # A checkpoint must not need a second buffer's worth of memory: its tensors share the pool's
+    # memory, over storages that hold only the rows held.
     buf = replay(5)
     buf.insert_episode_batch(fill(batch(bs=3), [0, 1, 2]))
     state = buf.state_dict()
-    for k, v in state["transition_data"].items():
-        own = buf.data.transition_data[k]
-        assert v.data_ptr() == own.data_ptr() and torch.equal(v, own[:3]), k
-        assert v.untyped_storage().nbytes() == own[:3].numel() * own.element_size(), k
-    assert state["transitions"].data_ptr() == buf._transitions.data_ptr()
+    for k, parts in state["steps"].items():
+        own = buf.steps[k]
+        (v,) = parts
+        assert v.data_ptr() == own.data_ptr() and torch.equal(v, own[: buf.used]), k
+        assert v.untyped_storage().nbytes() == own[: buf.used].numel() * own.element_size(), k
 
 
 def test_buffer_state_of_another_shape_is_refused():
@@ -175,7 +180,7 @@ def test_buffer_state_of_another_shape_is_refused():
     with pytest.raises(ValueError, match="buffer_size=5, this run's is 6"):
         replay(6).load_state_dict(buf.state_dict())
     state = buf.state_dict()
-    state["transition_data"]["obs"] = state["transition_data"]["obs"][..., :4]
+    state["steps"]["obs"] = [v[..., :4] for v in state["steps"]["obs"]]
     with pytest.raises(ValueError, match="'obs' has shape"):
         replay(5).load_state_dict(state)
 
@@ -210,7 +215,7 @@ def test_buffer_stays_on_cpu_and_only_the_sample_moves(device):
     s.to(device)
     moved = [*s.data.transition_data.values(), *s.data.episode_data.values()]
     assert moved and all(v.device.type == device for v in moved)
-    kept = [*buf.data.transition_data.values(), *buf.data.episode_data.values()]
+    kept = [*buf.steps.values(), *buf.consts.values()]
     assert all(v.device.type == "cpu" for v in kept)
 
 
@@ -250,7 +255,7 @@ def test_transition_sampling_windows():
     s = buf.sample_transitions(2000)
     t = (s["state"][:, 0, 0] - 10 * s["ep_id"][:, 0]).long()
     assert not s["terminated"][:, 0, 0][t == 5].any()  # bootstrapping through the limit
-    assert buf["terminated"].sum() == 1  # samples are copies
+    assert held(buf, "terminated").sum() == 1  # samples are copies
 
 
 def test_sampled_episodes_end_at_the_longest_ones_last_step():
@@ -268,7 +273,7 @@ def test_sampled_episodes_end_at_the_longest_ones_last_step():
         s = buf.sample(2)
         ids = s["ep_id"][:, 0].long().tolist()
         assert s.max_seq_length == max(lengths[i] for i in ids)
-        whole = buf[ids]
+        whole = buf.episodes(ids, buf.max_seq_length)
         for key in whole.data.transition_data:
             assert torch.equal(s[key], whole[key][:, : s.max_seq_length]), key
         assert s["filled"].sum() == whole["filled"].sum()
@@ -289,10 +294,10 @@ def test_buffer_log_keeps_what_the_agents_chose_and_a_digest_of_the_rest(tmp_pat
     assert save_log(buf, str(tmp_path / "buffer_log.npz"))
     meta, fields = read_log(str(tmp_path))
     assert meta["env_rng"] == [{"s": 0}, {"s": 1}, {"s": 2}] and meta["digest"] == digest(buf)
-    assert torch.equal(fields["actions"], buf["actions"][:3]) and fields["actions"].dtype == torch.long
-    assert torch.equal(fields["ep_id"], buf["ep_id"][:3])
+    assert torch.equal(fields["actions"], held(buf, "actions")) and fields["actions"].dtype == torch.long
+    assert torch.equal(fields["ep_id"], held(buf, "ep_id"))
     assert sorted(fields) == ["actions", "ep_id"]  # nothing the env wrote, nothing derived
-    buf.data.transition_data["obs"][1, 2, 0, 0] += 1e-6
+    buf.steps["obs"][int(buf.offset[1]) + 2, 0, 0] += 1e-6
     assert digest(buf) != meta["digest"]  # any bit of any field
 
     buf.insert_episode_batch(fill(batch(bs=1), [3]))  # an episode whose env state is unknown

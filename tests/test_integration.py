@@ -129,7 +129,9 @@ def test_resume_restores_the_replay_buffer_kept_by_the_newest_checkpoint(tmp_pat
     assert logs == [steps[-1]]  # and its log
     saved = torch.load(os.path.join(root, str(steps[-1]), "buffer.th"), weights_only=True)
     n = saved["episodes_in_buffer"]
-    assert n == steps[-1] // 25 and saved["transition_data"]["obs"].shape[0] == n  # filled part only
+    assert n == steps[-1] // 25 and len(saved["rows"]) == n
+    held = sum(len(part) for part in saved["steps"]["obs"])
+    assert held == int(saved["rows"].sum()) == 26 * n  # the steps played only (25 and the last obs)
 
     resume = [f"checkpoint_path={root}", "t_max=400", "batch_size=8", "resume_override=True"]
     assert run_main(tmp_path, "qmix", extra=resume) == 0
@@ -398,8 +400,13 @@ class _Sample:
 
 
 class _Learner:
+    aux_batches = 0
+
     def __init__(self):
         self.updates_at = []
+
+    def observe(self, episode_batch):
+        pass
 
     def train(self, batch, t_env, episode):
         self.updates_at.append(t_env)
@@ -417,15 +424,16 @@ class _Logger:
 
 
 @pytest.mark.parametrize(
-    "steps, interval, ready_after, expected",
+    "steps, interval, ready_after, expected, per_call",
     [
-        (25, 0, 1, [25, 50, 75, 100, 125, 150, 175, 200]),  # one update per runner call
-        (25, 100, 1, [100, 200]),  # the paper's cadence: every 100 steps
-        (25, 50, 3, [100, 150, 200]),  # steps before the buffer is ready are dropped
-        (100, 25, 1, [100] * 4 + [200] * 4),  # several updates per parallel batch
+        (25, 0, 1, [25, 50, 75, 100, 125, 150, 175, 200], 1),  # one update per runner call
+        (50, 0, 1, [50, 50, 100, 100, 150, 150, 200, 200], 2),  # updates_per_call=2 (ICES on GRF)
+        (25, 100, 1, [100, 200], 1),  # the paper's cadence: every 100 steps
+        (25, 50, 3, [100, 150, 200], 1),  # steps before the buffer is ready are dropped
+        (100, 25, 1, [100] * 4 + [200] * 4, 1),  # several updates per parallel batch
     ],
 )
-def test_train_interval_steps_sets_the_update_cadence(steps, interval, ready_after, expected):
+def test_train_interval_steps_sets_the_update_cadence(steps, interval, ready_after, expected, per_call):
     from types import SimpleNamespace
 
     import run
@@ -439,6 +447,7 @@ def test_train_interval_steps_sets_the_update_cadence(steps, interval, ready_aft
         transition_batch_size=0,
         batch_size=4,
         train_interval_steps=interval,
+        updates_per_call=per_call,
         device="cpu",
     )
     learner = _Learner()
@@ -460,7 +469,7 @@ def test_buffer_larger_than_the_available_memory_is_warned_about(tmp_path, monke
         finally:
             logger.propagate = False
     assert any(
-        "the replay buffer will take" in r.getMessage() and "buffer_size=" in r.getMessage()
+        "the replay buffer may take up to" in r.getMessage() and "buffer_size=" in r.getMessage()
         for r in caplog.records
     )
 

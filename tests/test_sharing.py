@@ -132,7 +132,7 @@ def test_per_with_alpha_0_draws_as_the_uniform_buffer():
     n, bs, reps = 10, 4, 5000
     per = per_buffer(n, 0.0, priorities=np.linspace(0.1, 9, n))
     uniform = ReplayBuffer({"x": {"vshape": (1,)}}, {"agents": 1}, n, 3)
-    uniform.insert_episode_batch(per[:, :])
+    uniform.insert_episode_batch(per.episodes(range(n), 3))
     p = bs / n  # each episode's share of draws, for both
     for buf in (per, uniform):
         counts = np.zeros(n)

@@ -260,79 +260,235 @@ class EpisodeBatch:
         )
 
 
-def first_rows(v: torch.Tensor, n: int) -> torch.Tensor:
-    """v[:n] over a storage of exactly its bytes, without a copy. torch.save writes a view's
-    whole storage, and a copy of a part-filled buffer for a checkpoint would need as much memory
-    again (several GiB on large maps, with two runs sharing the machine)."""
-    if n == len(v):
+def row_range(v: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    """v[start:stop] over a storage of exactly its bytes, without a copy. torch.save writes a
+    view's whole storage, and a copy of a buffer for a checkpoint would need as much memory again
+    (several GiB on large maps, with two runs sharing the machine)."""
+    if start == 0 and stop == len(v):
         return v
-    if n == 0 or not v.is_contiguous() or v.device.type != "cpu":  # a GPU buffer: as before
-        return v[:n].clone()
+    if stop <= start or not v.is_contiguous() or v.device.type != "cpu":  # a GPU buffer: copied
+        return v[start:stop].clone()
     size = v.element_size()
-    start = v.storage_offset() * size
-    storage = v.untyped_storage()[start : start + n * v.stride(0) * size]  # shares v's memory
-    return v.new_empty(0).set_(storage, 0, (n, *v.shape[1:]), v.stride())
+    begin = (v.storage_offset() + start * v.stride(0)) * size
+    storage = v.untyped_storage()[begin : begin + (stop - start) * v.stride(0) * size]  # shares v's memory
+    return v.new_empty(0).set_(storage, 0, (stop - start, *v.shape[1:]), v.stride())
 
 
-class ReplayBuffer(EpisodeBatch):
-    """A ring buffer of whole episodes, sampled uniformly; lives on `device` (the CPU by default)."""
+def first_rows(v: torch.Tensor, n: int) -> torch.Tensor:
+    """v[:n] without a copy (see row_range)."""
+    return row_range(v, 0, n)
+
+
+GROWTH = 1.05  # how much the step pool's span grows when full: its pages are taken as first written
+
+
+class ReplayBuffer:
+    """A ring of whole episodes, sampled uniformly; lives on `device` (the CPU by default).
+
+    Only the steps that happened are stored: every episode's filled rows (its transitions and
+    final observation) go one after another into a pool of steps per field, in the order the
+    episodes entered, so the episode that leaves (the oldest) always frees the pool's oldest rows.
+    The pool is reserved for buffer_size episodes at the limit but only the rows written are
+    ever touched, so memory grows as the buffer fills, to GROWTH x the most it held. A sampled
+    batch is padded to its longest episode with zeros, exactly what a buffer of padded episodes
+    gives (what PyMARL's does)."""
 
     def __init__(
-        self, scheme: Scheme, groups: dict[str, int], buffer_size: int, max_seq_length: int, **batch_args
+        self,
+        scheme: Scheme,
+        groups: dict[str, int],
+        buffer_size: int,
+        max_seq_length: int,
+        preprocess: dict | None = None,
+        device: str | torch.device = "cpu",
     ) -> None:
-        """buffer_size episodes of max_seq_length steps; batch_args: EpisodeBatch's preprocess, device."""
-        super().__init__(scheme, groups, buffer_size, max_seq_length, **batch_args)
+        """buffer_size episodes of at most max_seq_length steps."""
+        layout = EpisodeBatch(scheme, groups, 0, max_seq_length, preprocess=preprocess, device=device)
+        self.scheme, self.groups, self.preprocess = layout.scheme, groups, layout.preprocess
+        self.device = device
         self.buffer_size = buffer_size
+        self.max_seq_length = max_seq_length
+        self.max_rows = buffer_size * max_seq_length
+        # Row max_rows of every pool stays zero: the padding of sampled batches.
+        self.steps = {
+            k: torch.empty((self.max_rows + 1, *v.shape[2:]), dtype=v.dtype, device=device)
+            for k, v in layout.data.transition_data.items()
+        }
+        for v in self.steps.values():
+            v[self.max_rows] = 0
+        self.consts = {
+            k: torch.zeros((buffer_size, *v.shape[1:]), dtype=v.dtype, device=device)
+            for k, v in layout.data.episode_data.items()
+        }
+        self.offset = torch.zeros(buffer_size, dtype=torch.long)  # each slot's first row
+        self.rows = torch.zeros(buffer_size, dtype=torch.long)  # each slot's filled rows
+        self.span = 0  # rows of the pool in use as a ring (grows as needed up to max_rows)
+        self.head = 0  # where the next episode's rows go
+        self.used = 0  # rows held, the `used` rows before head (mod span)
         self.buffer_index = 0
         self.episodes_in_buffer = 0
-        self._transitions = torch.zeros(buffer_size)  # per stored episode, for sample_transitions
         # per stored episode, the env's random state before it began (None: not known), so that
         # a checkpoint can keep the buffer as a log of how to play it again (replay_log.py)
         self.env_rng = [None] * buffer_size
 
+    @property
+    def _transitions(self) -> torch.Tensor:
+        """Per slot, its transitions (filled rows less the final observation's)."""
+        return (self.rows - 1).clamp(min=0).float()
+
+    # --- memory -------------------------------------------------------------------------------
+    def row_bytes(self) -> int:
+        return sum(v[0].numel() * v.element_size() for v in self.steps.values())
+
+    def nbytes(self) -> int:
+        """Bytes of the pool's rows taken so far (its span) and of the per-episode fields."""
+        consts = sum(v.numel() * v.element_size() for v in self.consts.values())
+        return self.span * self.row_bytes() + consts
+
+    def full_nbytes(self) -> int:
+        """The most it can take: every episode at the limit."""
+        consts = sum(v.numel() * v.element_size() for v in self.consts.values())
+        return self.max_rows * self.row_bytes() + consts
+
+    # --- writing ------------------------------------------------------------------------------
+    def _reserve(self, n_rows: int) -> None:
+        """Make room for n_rows more rows after head, widening the ring if it is full."""
+        if self.used + n_rows <= self.span:
+            return
+        new_span = min(self.max_rows, max(self.used + n_rows, int(self.span * GROWTH) + 1))
+        tail = (self.head - self.used) % self.span if self.span else 0
+        if not self.used:
+            self.head = 0
+        elif self.head == tail == 0:  # the held rows fill the ring exactly, unwrapped
+            self.head = self.span
+        elif self.head <= tail:  # they wrap: the older part moves to the end of the wider ring
+            shift = new_span - self.span
+            for v in self.steps.values():
+                # last rows first, `shift` at a time: no copy overlaps its source, none is a temporary
+                # as large as the part (which can be most of the buffer)
+                end = self.span
+                while end > tail:
+                    start = max(tail, end - shift)
+                    v[start + shift : end + shift] = v[start:end]
+                    end = start
+            live = self.offset[: self.episodes_in_buffer]
+            live[live >= tail] += shift
+        self.span = new_span
+
+    def _ring(self, start: int, n: int) -> torch.Tensor:
+        idx = torch.arange(start, start + n)
+        return torch.where(idx >= self.span, idx - self.span, idx)
+
     def insert_episode_batch(self, ep_batch: EpisodeBatch, env_rng: list | None = None) -> None:
         """env_rng: the random state of the env of each episode before it began, if known."""
         n = ep_batch.batch_size
-        if self.buffer_index + n <= self.buffer_size:
-            dst = slice(self.buffer_index, self.buffer_index + n)
-            self.env_rng[dst] = env_rng if env_rng is not None else [None] * n
-            t = ep_batch.max_seq_length
-            # Straight copies: the batch already holds its preprocessed fields and `filled`.
-            for k, v in ep_batch.data.transition_data.items():
-                self.data.transition_data[k][dst, :t] = v.to(self.device)
-            for k, v in ep_batch.data.episode_data.items():
-                self.data.episode_data[k][dst] = v.to(self.device)
-            # the filled rows less the final observation's
-            filled = ep_batch.data.transition_data["filled"][:, :, 0].sum(1).cpu()
-            self._transitions[dst] = (filled - 1).clamp(min=0).float()
-            self.buffer_index += n
-            self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
-            self.buffer_index %= self.buffer_size
-        else:
+        if self.buffer_index + n > self.buffer_size:
             left = self.buffer_size - self.buffer_index
             head, tail = (env_rng[:left], env_rng[left:]) if env_rng is not None else (None, None)
             self.insert_episode_batch(ep_batch[0:left, :], head)
             self.insert_episode_batch(ep_batch[left:, :], tail)
+            return
+        slots = slice(self.buffer_index, self.buffer_index + n)
+        if self.episodes_in_buffer == self.buffer_size:  # the n oldest leave
+            leaving = self.rows[slots]
+            if self.used and int(self.offset[self.buffer_index]) != (self.head - self.used) % self.span:
+                raise RuntimeError("replay buffer: the leaving episode is not the oldest held")
+            self.used -= int(leaving.sum())
+        self.env_rng[slots] = env_rng if env_rng is not None else [None] * n
+        filled = ep_batch.data.transition_data["filled"][:, :, 0].cpu().bool()
+        rows = filled.sum(1)
+        total = int(rows.sum())
+        self._reserve(total)
+        dst = self._ring(self.head, total).to(self.device)
+        for k, v in ep_batch.data.transition_data.items():
+            self.steps[k][dst] = v[filled.to(v.device)].to(self.device)  # episode by episode, in order
+        for k, v in ep_batch.data.episode_data.items():
+            self.consts[k][slots] = v.to(self.device)
+        starts = self.head + torch.cumsum(rows, 0) - rows
+        self.offset[slots] = torch.where(starts >= self.span, starts - self.span, starts)
+        self.rows[slots] = rows
+        self.head = (self.head + total) % self.span
+        self.used += total
+        self.buffer_index += n
+        self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
+        self.buffer_index %= self.buffer_size
+
+    def clear(self) -> None:
+        self.buffer_index = self.episodes_in_buffer = 0
+        self.head = self.used = 0
+        self.rows.zero_()
+        self.env_rng[:] = [None] * self.buffer_size
+
+    def set_position(self, buffer_index: int) -> None:
+        """Put the ring's next slot at buffer_index (a buffer filled again slot by slot, as a
+        log's replay does): the held rows are laid out again, oldest first, if that changes
+        which episode is the oldest."""
+        if buffer_index == self.buffer_index:
+            return
+        n = self.episodes_in_buffer
+        if n < self.buffer_size and buffer_index != n:
+            raise ValueError(f"a buffer of {n} of {self.buffer_size} episodes continues at slot {n}")
+        self.buffer_index = buffer_index
+        if n == self.buffer_size:
+            self._lay_out(torch.roll(torch.arange(n), -buffer_index))
+
+    def _lay_out(self, order: torch.Tensor) -> None:
+        """Store the held episodes' rows again one after another in `order` (oldest first)."""
+        idx, valid = self._padded_index(order, self.max_seq_length)
+        flat = idx[valid]
+        for v in self.steps.values():
+            v[: len(flat)] = v[flat]
+        rows = self.rows[order]
+        self.offset[order] = torch.cumsum(rows, 0) - rows
+        self.used = self.span = int(rows.sum())
+        self.head = 0
+
+    # --- reading ------------------------------------------------------------------------------
+    def _padded_index(self, ep_ids, length):
+        """Pool rows of episodes ep_ids over `length` steps [B, length] (the zero row past each
+        episode's end) and the steps' validity [B, length]."""
+        ep_ids = torch.as_tensor(ep_ids, dtype=torch.long)
+        t = torch.arange(length)
+        idx = self.offset[ep_ids][:, None] + t
+        idx = torch.where(idx >= self.span, idx - self.span, idx)
+        valid = t < self.rows[ep_ids][:, None]
+        return torch.where(valid, idx, self.max_rows), valid
+
+    def episodes(self, ep_ids, length: int | None = None, fields=None) -> EpisodeBatch:
+        """Stored episodes as a batch padded with zeros to `length` steps (their longest: None),
+        of every field or of `fields` only."""
+        if not torch.is_tensor(ep_ids):
+            ep_ids = torch.as_tensor(np.asarray(ep_ids))
+        ep_ids = ep_ids.long().cpu()
+        if length is None:
+            length = int(self.rows[ep_ids].max())
+        idx, _ = self._padded_index(ep_ids, length)
+        idx = idx.to(self.device)
+        ids = ep_ids.to(self.device)
+        wanted = lambda k: fields is None or k in fields  # noqa: E731
+        data = SimpleNamespace(
+            transition_data={k: v[idx] for k, v in self.steps.items() if wanted(k)},
+            episode_data={k: v[ids] for k, v in self.consts.items() if wanted(k)},
+        )
+        return EpisodeBatch(self.scheme, self.groups, len(ep_ids), length, data=data, device=self.device)
 
     def can_sample(self, batch_size: int) -> bool:
         return self.episodes_in_buffer >= batch_size
 
     def sample(self, batch_size: int, t_env: int = 0) -> EpisodeBatch:
-        """batch_size distinct stored episodes, cut after the longest one's last filled step
-        (what a learner reads); only that part is copied, a third of the time of copying the
-        whole length and cutting after when episodes run to half their limit. The batch carries
-        the episodes' slots in the buffer as `ep_ids` [B] (what learn() takes back)."""
+        """batch_size distinct stored episodes, padded to the longest one's last filled step (what
+        a learner reads). The batch carries the episodes' slots in the buffer as `ep_ids` [B]
+        (what learn() takes back)."""
         assert self.can_sample(batch_size)
         if self.episodes_in_buffer == batch_size:
-            ep_ids = slice(0, batch_size)
+            ep_ids = np.arange(batch_size)
         else:
             ep_ids = np.random.choice(self.episodes_in_buffer, batch_size, replace=False)
         return self._episodes(ep_ids)
 
     def _episodes(self, ep_ids):
-        longest = int(self._transitions[ep_ids].max()) + 1  # filled rows: transitions + final obs
-        batch = self[ep_ids, :longest]
-        batch.ep_ids = torch.arange(self.episodes_in_buffer)[ep_ids]
+        batch = self.episodes(ep_ids)
+        batch.ep_ids = torch.as_tensor(np.asarray(ep_ids), dtype=torch.long)
         return batch
 
     def learn(self, ep_ids: torch.Tensor, feedback: dict) -> None:
@@ -356,25 +512,37 @@ class ReplayBuffer(EpisodeBatch):
 
     def transition_windows(self, ep, t, episode_limit=None):
         """The windows [t, t + 1] of stored episodes `ep` (see sample_transitions)."""
-        ep = torch.as_tensor(ep, device=self.device)
-        t = torch.as_tensor(t, device=self.device)
-        t_ix = t[:, None] + torch.arange(2, device=self.device)
+        ep, t = torch.as_tensor(ep, dtype=torch.long).cpu(), torch.as_tensor(t, dtype=torch.long).cpu()
+        idx = self.offset[ep][:, None] + t[:, None] + torch.arange(2)
+        idx = torch.where(idx >= self.span, idx - self.span, idx).to(self.device)
         new_data = SimpleNamespace(
-            transition_data={k: v[ep[:, None], t_ix] for k, v in self.data.transition_data.items()},
-            episode_data={k: v[ep] for k, v in self.data.episode_data.items()},
+            transition_data={k: v[idx] for k, v in self.steps.items()},
+            episode_data={k: v[ep.to(self.device)] for k, v in self.consts.items()},
         )
         if episode_limit is not None:
             term = new_data.transition_data["terminated"]
-            term[:, 0][t == episode_limit - 1] = 1
+            term[:, 0][(t == episode_limit - 1).to(self.device)] = 1
         return EpisodeBatch(self.scheme, self.groups, len(ep), 2, data=new_data, device=self.device)
 
+    # --- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """The stored episodes (only the filled slots) and the ring's position, for checkpoints."""
+        """The held rows oldest first (as one or two views of the pool, no copy), each slot's
+        first row among them and its row count, and the ring's position."""
         n = self.episodes_in_buffer
+        tail = (self.head - self.used) % self.span if self.span else 0
+        parts = [(tail, min(tail + self.used, self.span))]
+        if tail + self.used > self.span:
+            parts.append((0, self.head))
+        steps = {}
+        for k, v in self.steps.items():
+            steps[k] = [row_range(v, a, b) for a, b in parts]
+        offset = (self.offset[:n] - tail) % max(self.span, 1)
         return {
-            "transition_data": {k: first_rows(v, n) for k, v in self.data.transition_data.items()},
-            "episode_data": {k: first_rows(v, n) for k, v in self.data.episode_data.items()},
-            "transitions": first_rows(self._transitions, n),
+            "layout": "packed",
+            "steps": steps,
+            "episode_data": {k: first_rows(v, n) for k, v in self.consts.items()},
+            "offset": offset.clone(),
+            "rows": self.rows[:n].clone(),
             "buffer_index": self.buffer_index,
             "episodes_in_buffer": n,
             "buffer_size": self.buffer_size,
@@ -385,24 +553,49 @@ class ReplayBuffer(EpisodeBatch):
             raise ValueError(
                 f"it holds a buffer of buffer_size={state['buffer_size']}, this run's is {self.buffer_size}"
             )
-        for part in ("transition_data", "episode_data"):
-            mine, theirs = getattr(self.data, part), state[part]
+        packed = state.get("layout") == "packed"
+        theirs_steps = state["steps"] if packed else state["transition_data"]
+        checks = ((self.steps, theirs_steps, 1 if packed else 2), (self.consts, state["episode_data"], 1))
+        for mine, theirs, skip in checks:
             if set(mine) != set(theirs):
                 raise ValueError(f"its buffer has fields {sorted(theirs)}, this run's {sorted(mine)}")
             for k, v in theirs.items():
-                if v.shape[1:] != mine[k].shape[1:]:
-                    have, want = tuple(v.shape[1:]), tuple(mine[k].shape[1:])
+                v = v[0] if isinstance(v, list) else v
+                have, want = tuple(v.shape[skip:]), tuple(mine[k].shape[1:])
+                if have != want:
                     raise ValueError(f"its buffer's '{k}' has shape {have}, this run's {want}")
+        self.clear()
         n = state["episodes_in_buffer"]
-        for part in ("transition_data", "episode_data"):
-            for k, v in state[part].items():
-                getattr(self.data, part)[k][:n] = v.to(self.device)
-        self._transitions[:n] = state["transitions"]
+        for k, v in state["episode_data"].items():
+            self.consts[k][:n] = v.to(self.device)
+        if packed:  # rows oldest first: they go to the pool's start
+            at = 0
+            for k, parts in state["steps"].items():
+                at = 0
+                for part in parts:
+                    self.steps[k][at : at + len(part)] = part.to(self.device)
+                    at += len(part)
+            self.offset[:n] = state["offset"]
+            self.rows[:n] = state["rows"]
+            self.used = at
+        else:  # a buffer saved padded (before packing): its filled rows, oldest first
+            order = torch.arange(n)
+            if n == self.buffer_size:
+                order = torch.roll(order, -state["buffer_index"])
+            filled = state["transition_data"]["filled"][:, :, 0].bool()
+            self.rows[:n] = filled.sum(1)
+            rows = self.rows[order]
+            self.offset[order] = torch.cumsum(rows, 0) - rows
+            self.used = int(rows.sum())
+            for k, v in state["transition_data"].items():
+                self.steps[k][: self.used] = v[order][filled[order]].to(self.device)
+        self.span = self.used
+        self.head = 0
         self.episodes_in_buffer = n
         self.buffer_index = state["buffer_index"]
 
     def __repr__(self):
         return (
-            f"ReplayBuffer({self.episodes_in_buffer}/{self.buffer_size} episodes, "
+            f"ReplayBuffer({self.episodes_in_buffer}/{self.buffer_size} episodes, {self.used} steps, "
             f"keys={list(self.scheme)}, groups={self.groups})"
         )

@@ -32,17 +32,27 @@ def agent_fields(buffer):
     from_env = {k for k, info in buffer.scheme.items() if info.get("from_env")}
     from_env |= {*PRE_FIELDS, *POST_FIELDS, "filled"}
     keep = lambda store: sorted(k for k in store if k not in from_env and k not in derived)  # noqa: E731
-    return keep(buffer.data.transition_data), keep(buffer.data.episode_data)
+    return keep(buffer.steps), keep(buffer.consts)
+
+
+DIGEST_CHUNK = 256  # episodes laid out at a time for the digest
 
 
 def digest(buffer):
-    """A hash of the stored episodes: every field, and each episode's length."""
+    """A hash of the stored episodes: every field of every slot as a buffer of padded episodes
+    holds it (the episodes at the full length, zeros past their end: what buffers before the
+    packed one stored, so their logs still check), and each episode's length."""
     n = buffer.episodes_in_buffer
     h = hashlib.blake2b(digest_size=16)
-    for part in (buffer.data.transition_data, buffer.data.episode_data):
-        for k in sorted(part):
-            h.update(k.encode())
-            h.update(first_rows(part[k], n).cpu().contiguous().numpy())
+    for k in sorted(buffer.steps):
+        h.update(k.encode())
+        for start in range(0, n, DIGEST_CHUNK):
+            ids = range(start, min(n, start + DIGEST_CHUNK))
+            chunk = buffer.episodes(ids, buffer.max_seq_length, fields=(k,))
+            h.update(chunk[k].cpu().contiguous().numpy())
+    for k in sorted(buffer.consts):
+        h.update(k.encode())
+        h.update(first_rows(buffer.consts[k], n).cpu().contiguous().numpy())
     h.update(first_rows(buffer._transitions, n).numpy())
     return h.hexdigest()
 
@@ -65,12 +75,10 @@ def save_log(buffer, path):
     steps, consts = agent_fields(buffer)
     if n == 0 or steps != ["actions"] or any(s is None for s in states):
         return False
-    longest = int(buffer._transitions[:n].max()) + 1
+    stored = buffer.episodes(range(n), fields=steps)  # padded to the longest
     arrays, fields = {}, {}
     for k in steps + consts:
-        v = buffer.data.transition_data.get(k)
-        v = first_rows(v, n)[:, :longest] if v is not None else first_rows(buffer.data.episode_data[k], n)
-        a = v.cpu().numpy()
+        a = (stored[k] if k in buffer.steps else first_rows(buffer.consts[k], n)).cpu().numpy()
         arrays[f"field_{k}"] = _compact(a)
         fields[k] = str(a.dtype)
     meta = {

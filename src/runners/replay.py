@@ -50,7 +50,7 @@ def rebuild(folder, buffer, args, runner):
     if sorted(fields) != sorted(steps + consts):
         return f"its log keeps fields {sorted(fields)}, this run's controller writes {sorted(steps + consts)}"
     vshape = buffer.scheme["actions"]["vshape"]
-    n_agents = buffer.data.transition_data["actions"].shape[2]
+    n_agents = buffer.steps["actions"].shape[1]
     action_shape = (n_agents,) if tuple(vshape) == (1,) else (n_agents, *vshape)
     scheme, groups = runner.new_batch.args[0], runner.new_batch.args[1]
     player = EpisodeRunner(SimpleNamespace(**{**vars(args), "device": "cpu"}), _Silent())
@@ -58,12 +58,12 @@ def rebuild(folder, buffer, args, runner):
     player.setup(scheme, groups, buffer.preprocess, scripted)
     why = None
     try:
-        buffer.buffer_index = buffer.episodes_in_buffer = 0
+        buffer.clear()
         for i, state in enumerate(meta["env_rng"]):
             scripted.i = i
             player.env.set_rng_state(state)
             buffer.insert_episode_batch(player.run(test_mode=False), [state])
-        buffer.buffer_index = meta["buffer_index"]
+        buffer.set_position(meta["buffer_index"])
         if "priorities" in meta and hasattr(buffer, "priorities"):
             buffer.priorities[: len(meta["priorities"])] = meta["priorities"]
             buffer.max_priority = meta["max_priority"]
@@ -74,6 +74,5 @@ def rebuild(folder, buffer, args, runner):
     finally:
         player.close_env()
     if why is not None:
-        buffer.buffer_index = buffer.episodes_in_buffer = 0
-        buffer.env_rng[:] = [None] * buffer.buffer_size
+        buffer.clear()
     return why
