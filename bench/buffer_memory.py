@@ -25,7 +25,9 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 
 def run(argv):
     started = time.time()
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "src", "main.py"), *argv], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "src", "main.py"), *argv], capture_output=True, text=True
+    )
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     lines = (proc.stdout + proc.stderr).splitlines()
     for line in lines:
@@ -70,7 +72,10 @@ def fill(env_config, map_name, size):
             reward, done, _ = env.step(actions)
             b.update({"reward": [[reward]], "terminated": [[int(done)]]}, ts=t, mark_filled=False)
             t += 1
-        b.update({"state": [env.get_state()], "obs": [env.get_obs()], "avail_actions": [env.get_avail_actions()]}, ts=t)
+        b.update(
+            {"state": [env.get_state()], "obs": [env.get_obs()], "avail_actions": [env.get_avail_actions()]},
+            ts=t,
+        )
         buf.insert_episode_batch(b)
         lengths.append(t)
         if buf.episodes_in_buffer == size and buf.buffer_index == 0:
