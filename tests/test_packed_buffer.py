@@ -192,9 +192,9 @@ def test_a_padded_checkpoint_loads_and_goes_on_as_the_packed_buffer(n_batches):
         )
 
 
-def test_refilled_slot_by_slot_it_goes_on_as_the_original():
-    # A log's replay refills slots 0.. in order and then sets the ring's position: the held rows
-    # are laid out again so that the oldest episode still leaves first.
+def test_refilled_oldest_first_it_goes_on_as_the_original():
+    # A log's replay puts each episode back in its slot, oldest first, then sets the ring's
+    # position: the buffer is the original, and the oldest episode still leaves first.
     batches = list(stream(3, 30))
     buf = ReplayBuffer(scheme(), {"agents": N}, 11, T, preprocess=PRE)
     for b in batches:
@@ -202,9 +202,11 @@ def test_refilled_slot_by_slot_it_goes_on_as_the_original():
     assert buf.episodes_in_buffer == 11 and buf.buffer_index != 0
     whole = buf.episodes(range(11), T)
     again = ReplayBuffer(scheme(), {"agents": N}, 11, T, preprocess=PRE)
-    for i in range(11):
-        again.insert_episode_batch(whole[i : i + 1, :])
-    again.set_position(buf.buffer_index)
+    again.insert_episode_batch(whole[:3, :])  # what was there before is cleared
+    again.clear()
+    for i in again.age_order(11, buf.buffer_index):
+        again.refill(i, whole[i : i + 1, :])
+    again.buffer_index = buf.buffer_index
     assert digest(again) == digest(buf)
     for b in stream(4, 12):
         buf.insert_episode_batch(b)

@@ -279,6 +279,7 @@ def first_rows(v: torch.Tensor, n: int) -> torch.Tensor:
     return row_range(v, 0, n)
 
 
+LOAD_CHUNK = 256  # episodes of a padded buffer.th copied at a time
 GROWTH = 1.05  # how much the step pool's span grows when full: its pages are taken as first written
 
 
@@ -394,6 +395,14 @@ class ReplayBuffer:
             if self.used and int(self.offset[self.buffer_index]) != (self.head - self.used) % self.span:
                 raise RuntimeError("replay buffer: the leaving episode is not the oldest held")
             self.used -= int(leaving.sum())
+        self._append(slots, ep_batch, env_rng)
+        self.buffer_index += n
+        self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
+        self.buffer_index %= self.buffer_size
+
+    def _append(self, slots: slice, ep_batch: EpisodeBatch, env_rng: list | None) -> None:
+        """Write the batch's episodes to `slots`, their rows after the newest held."""
+        n = ep_batch.batch_size
         self.env_rng[slots] = env_rng if env_rng is not None else [None] * n
         filled = ep_batch.data.transition_data["filled"][:, :, 0].cpu().bool()
         rows = filled.sum(1)
@@ -409,39 +418,27 @@ class ReplayBuffer:
         self.rows[slots] = rows
         self.head = (self.head + total) % self.span
         self.used += total
-        self.buffer_index += n
-        self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
-        self.buffer_index %= self.buffer_size
+
+    def refill(self, slot: int, episode: EpisodeBatch, env_rng=None) -> None:
+        """Put `episode` (a batch of one) back in `slot` of a buffer emptied by clear(), the held
+        episodes given oldest first (a log's replay, which then sets buffer_index); the rows go
+        where they would have gone had the episodes entered in that order."""
+        self._append(slice(slot, slot + 1), episode, env_rng)
+        self.episodes_in_buffer = max(self.episodes_in_buffer, slot + 1)
+
+    def age_order(self, n: int, buffer_index: int) -> list:
+        """The slots of n held episodes, oldest first, for a ring that goes on at buffer_index."""
+        return (
+            list(range(buffer_index, n)) + list(range(buffer_index))
+            if n == self.buffer_size
+            else list(range(n))
+        )
 
     def clear(self) -> None:
         self.buffer_index = self.episodes_in_buffer = 0
         self.head = self.used = 0
         self.rows.zero_()
         self.env_rng[:] = [None] * self.buffer_size
-
-    def set_position(self, buffer_index: int) -> None:
-        """Put the ring's next slot at buffer_index (a buffer filled again slot by slot, as a
-        log's replay does): the held rows are laid out again, oldest first, if that changes
-        which episode is the oldest."""
-        if buffer_index == self.buffer_index:
-            return
-        n = self.episodes_in_buffer
-        if n < self.buffer_size and buffer_index != n:
-            raise ValueError(f"a buffer of {n} of {self.buffer_size} episodes continues at slot {n}")
-        self.buffer_index = buffer_index
-        if n == self.buffer_size:
-            self._lay_out(torch.roll(torch.arange(n), -buffer_index))
-
-    def _lay_out(self, order: torch.Tensor) -> None:
-        """Store the held episodes' rows again one after another in `order` (oldest first)."""
-        idx, valid = self._padded_index(order, self.max_seq_length)
-        flat = idx[valid]
-        for v in self.steps.values():
-            v[: len(flat)] = v[flat]
-        rows = self.rows[order]
-        self.offset[order] = torch.cumsum(rows, 0) - rows
-        self.used = self.span = int(rows.sum())
-        self.head = 0
 
     # --- reading ------------------------------------------------------------------------------
     def _padded_index(self, ep_ids, length):
@@ -579,16 +576,18 @@ class ReplayBuffer:
             self.rows[:n] = state["rows"]
             self.used = at
         else:  # a buffer saved padded (before packing): its filled rows, oldest first
-            order = torch.arange(n)
-            if n == self.buffer_size:
-                order = torch.roll(order, -state["buffer_index"])
+            order = torch.tensor(self.age_order(n, state["buffer_index"]), dtype=torch.long)
             filled = state["transition_data"]["filled"][:, :, 0].bool()
             self.rows[:n] = filled.sum(1)
             rows = self.rows[order]
             self.offset[order] = torch.cumsum(rows, 0) - rows
             self.used = int(rows.sum())
             for k, v in state["transition_data"].items():
-                self.steps[k][: self.used] = v[order][filled[order]].to(self.device)
+                at = 0
+                for chunk in order.split(LOAD_CHUNK):  # a chunk at a time: no copy of the whole buffer
+                    part = v[chunk][filled[chunk]]
+                    self.steps[k][at : at + len(part)] = part.to(self.device)
+                    at += len(part)
         self.span = self.used
         self.head = 0
         self.episodes_in_buffer = n

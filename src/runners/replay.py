@@ -59,11 +59,13 @@ def rebuild(folder, buffer, args, runner):
     why = None
     try:
         buffer.clear()
-        for i, state in enumerate(meta["env_rng"]):
+        # oldest first, each to its slot, so that the rows lie as the run's did
+        for i in buffer.age_order(meta["episodes_in_buffer"], meta["buffer_index"]):
             scripted.i = i
+            state = meta["env_rng"][i]
             player.env.set_rng_state(state)
-            buffer.insert_episode_batch(player.run(test_mode=False), [state])
-        buffer.set_position(meta["buffer_index"])
+            buffer.refill(i, player.run(test_mode=False), [state])
+        buffer.buffer_index = meta["buffer_index"]
         if "priorities" in meta and hasattr(buffer, "priorities"):
             buffer.priorities[: len(meta["priorities"])] = meta["priorities"]
             buffer.max_priority = meta["max_priority"]
