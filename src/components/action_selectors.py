@@ -25,6 +25,16 @@ class Selector:
         pass
 
 
+def greedy_np(q, avail):
+    """The best available action per agent: [..., A] values and availability -> [...]."""
+    return np.where(avail == 0, -np.inf, q).argmax(axis=-1)
+
+
+def uniform_available_np(noise, avail):
+    """A uniform choice among the available actions from uniform noise in [0, 1), [..., A]."""
+    return ((noise + 1.0) * avail).argmax(axis=-1)
+
+
 @REGISTRY.register("epsilon_greedy")
 class EpsilonGreedyActionSelector(Selector):
     """With probability eps an agent takes a uniformly random available action, else the argmax.
@@ -48,12 +58,12 @@ class EpsilonGreedyActionSelector(Selector):
             return self._select_on_device(agent_inputs, avail_actions)
         q = agent_inputs.detach().cpu().numpy()
         avail = avail_actions.cpu().numpy()
-        actions = np.where(avail == 0, -np.inf, q).argmax(axis=-1)
+        actions = greedy_np(q, avail)
         if self.epsilon > 0:
             # One draw per agent for the coin and one per action for a uniform choice among
             # the available ones (argmax of noise in [1, 2) on them, 0 elsewhere).
             r = np.random.random_sample(avail.shape[:-1] + (avail.shape[-1] + 1,))
-            random_actions = ((r[..., :-1] + 1.0) * avail).argmax(axis=-1)
+            random_actions = uniform_available_np(r[..., :-1], avail)
             actions = np.where(r[..., -1] < self.epsilon, random_actions, actions)
         return torch.from_numpy(actions).to(agent_inputs.device)
 

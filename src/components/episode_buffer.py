@@ -333,6 +333,15 @@ class ReplayBuffer:
         self.env_rng = [None] * buffer_size
 
     @property
+    def _tail(self) -> int:
+        """The first row of the oldest held episode."""
+        return (self.head - self.used) % self.span if self.span else 0
+
+    def _wrap(self, idx: torch.Tensor) -> torch.Tensor:
+        """Row indices past the ring's end taken back to its start."""
+        return torch.where(idx >= self.span, idx - self.span, idx)
+
+    @property
     def _transitions(self) -> torch.Tensor:
         """Per slot, its transitions (filled rows less the final observation's)."""
         return (self.rows - 1).clamp(min=0).float()
@@ -341,15 +350,16 @@ class ReplayBuffer:
     def row_bytes(self) -> int:
         return sum(v[0].numel() * v.element_size() for v in self.steps.values())
 
+    def _const_bytes(self) -> int:
+        return sum(v.numel() * v.element_size() for v in self.consts.values())
+
     def nbytes(self) -> int:
         """Bytes of the pool's rows taken so far (its span) and of the per-episode fields."""
-        consts = sum(v.numel() * v.element_size() for v in self.consts.values())
-        return self.span * self.row_bytes() + consts
+        return self.span * self.row_bytes() + self._const_bytes()
 
     def full_nbytes(self) -> int:
         """The most it can take: every episode at the limit."""
-        consts = sum(v.numel() * v.element_size() for v in self.consts.values())
-        return self.max_rows * self.row_bytes() + consts
+        return self.max_rows * self.row_bytes() + self._const_bytes()
 
     # --- writing ------------------------------------------------------------------------------
     def _reserve(self, n_rows: int) -> None:
@@ -357,7 +367,7 @@ class ReplayBuffer:
         if self.used + n_rows <= self.span:
             return
         new_span = min(self.max_rows, max(self.used + n_rows, int(self.span * GROWTH) + 1))
-        tail = (self.head - self.used) % self.span if self.span else 0
+        tail = self._tail
         if not self.used:
             self.head = 0
         elif self.head == tail == 0:  # the held rows fill the ring exactly, unwrapped
@@ -376,10 +386,6 @@ class ReplayBuffer:
             live[live >= tail] += shift
         self.span = new_span
 
-    def _ring(self, start: int, n: int) -> torch.Tensor:
-        idx = torch.arange(start, start + n)
-        return torch.where(idx >= self.span, idx - self.span, idx)
-
     def insert_episode_batch(self, ep_batch: EpisodeBatch, env_rng: list | None = None) -> None:
         """env_rng: the random state of the env of each episode before it began, if known."""
         n = ep_batch.batch_size
@@ -392,7 +398,7 @@ class ReplayBuffer:
         slots = slice(self.buffer_index, self.buffer_index + n)
         if self.episodes_in_buffer == self.buffer_size:  # the n oldest leave
             leaving = self.rows[slots]
-            if self.used and int(self.offset[self.buffer_index]) != (self.head - self.used) % self.span:
+            if self.used and int(self.offset[self.buffer_index]) != self._tail:
                 raise RuntimeError("replay buffer: the leaving episode is not the oldest held")
             self.used -= int(leaving.sum())
         self._append(slots, ep_batch, env_rng)
@@ -408,13 +414,13 @@ class ReplayBuffer:
         rows = filled.sum(1)
         total = int(rows.sum())
         self._reserve(total)
-        dst = self._ring(self.head, total).to(self.device)
+        dst = self._wrap(torch.arange(self.head, self.head + total)).to(self.device)
         for k, v in ep_batch.data.transition_data.items():
             self.steps[k][dst] = v[filled.to(v.device)].to(self.device)  # episode by episode, in order
         for k, v in ep_batch.data.episode_data.items():
             self.consts[k][slots] = v.to(self.device)
         starts = self.head + torch.cumsum(rows, 0) - rows
-        self.offset[slots] = torch.where(starts >= self.span, starts - self.span, starts)
+        self.offset[slots] = self._wrap(starts)
         self.rows[slots] = rows
         self.head = (self.head + total) % self.span
         self.used += total
@@ -446,8 +452,7 @@ class ReplayBuffer:
         episode's end) and the steps' validity [B, length]."""
         ep_ids = torch.as_tensor(ep_ids, dtype=torch.long)
         t = torch.arange(length)
-        idx = self.offset[ep_ids][:, None] + t
-        idx = torch.where(idx >= self.span, idx - self.span, idx)
+        idx = self._wrap(self.offset[ep_ids][:, None] + t)
         valid = t < self.rows[ep_ids][:, None]
         return torch.where(valid, idx, self.max_rows), valid
 
@@ -484,8 +489,9 @@ class ReplayBuffer:
         return self._episodes(ep_ids)
 
     def _episodes(self, ep_ids):
+        ep_ids = torch.as_tensor(np.asarray(ep_ids), dtype=torch.long)
         batch = self.episodes(ep_ids)
-        batch.ep_ids = torch.as_tensor(np.asarray(ep_ids), dtype=torch.long)
+        batch.ep_ids = ep_ids
         return batch
 
     def learn(self, ep_ids: torch.Tensor, feedback: dict) -> None:
@@ -510,8 +516,7 @@ class ReplayBuffer:
     def transition_windows(self, ep, t, episode_limit=None):
         """The windows [t, t + 1] of stored episodes `ep` (see sample_transitions)."""
         ep, t = torch.as_tensor(ep, dtype=torch.long).cpu(), torch.as_tensor(t, dtype=torch.long).cpu()
-        idx = self.offset[ep][:, None] + t[:, None] + torch.arange(2)
-        idx = torch.where(idx >= self.span, idx - self.span, idx).to(self.device)
+        idx = self._wrap(self.offset[ep][:, None] + t[:, None] + torch.arange(2)).to(self.device)
         new_data = SimpleNamespace(
             transition_data={k: v[idx] for k, v in self.steps.items()},
             episode_data={k: v[ep.to(self.device)] for k, v in self.consts.items()},
@@ -526,7 +531,7 @@ class ReplayBuffer:
         """The held rows oldest first (as one or two views of the pool, no copy), each slot's
         first row among them and its row count, and the ring's position."""
         n = self.episodes_in_buffer
-        tail = (self.head - self.used) % self.span if self.span else 0
+        tail = self._tail
         parts = [(tail, min(tail + self.used, self.span))]
         if tail + self.used > self.span:
             parts.append((0, self.head))
@@ -566,7 +571,6 @@ class ReplayBuffer:
         for k, v in state["episode_data"].items():
             self.consts[k][:n] = v.to(self.device)
         if packed:  # rows oldest first: they go to the pool's start
-            at = 0
             for k, parts in state["steps"].items():
                 at = 0
                 for part in parts:

@@ -3,14 +3,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from components.action_selectors import greedy_np, uniform_available_np
 from components.schedules import horizon
 from controllers.basic_controller import BasicMAC
 from modules.agents import REGISTRY as agent_REGISTRY
-
-
-def state_dim(scheme) -> int:
-    shape = scheme["state"]["vshape"]
-    return shape if isinstance(shape, int) else int(np.prod(shape))
 
 
 class ICESMAC(BasicMAC):
@@ -27,7 +23,7 @@ class ICESMAC(BasicMAC):
     def __init__(self, scheme: dict, groups: dict[str, int], args) -> None:
         super().__init__(scheme, groups, args)
         self.explorer = agent_REGISTRY[args.agent](
-            self.input_shape + state_dim(scheme), args, output_dim=args.n_actions
+            self.input_shape + int(np.prod(args.state_shape)), args, output_dim=args.n_actions
         )
         self.explorer_hidden = None
         self.int_ratio = self.explorer_ratio(0)
@@ -75,9 +71,9 @@ class ICESMAC(BasicMAC):
         u = np.random.random_sample(avail.shape[:-1] + (2 * n_act + 2,))
         with np.errstate(divide="ignore"):
             gumbel = -np.log(-np.log(u[..., :n_act]))
-        sampled = np.where(avail == 0, -np.inf, logits + gumbel).argmax(axis=-1)
-        random_actions = ((u[..., n_act : 2 * n_act] + 1.0) * avail).argmax(axis=-1)
-        actions = np.where(avail == 0, -np.inf, q).argmax(axis=-1)
+        sampled = greedy_np(logits + gumbel, avail)
+        random_actions = uniform_available_np(u[..., n_act : 2 * n_act], avail)
+        actions = greedy_np(q, avail)
         actions = np.where(u[..., -2] < self.int_ratio, sampled, actions)
         actions = np.where(u[..., -1] < selector.epsilon, random_actions, actions)
         return torch.from_numpy(actions).to(ep_batch["avail_actions"].device)

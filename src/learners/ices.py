@@ -22,8 +22,7 @@ published value in ices_qmix.yaml and the sound one the default (docs/algorithms
 
 from __future__ import annotations
 
-import math
-
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -140,8 +139,7 @@ class ICESLearner(QLearner):
     def __init__(self, mac, scheme, logger, args) -> None:
         super().__init__(mac, scheme, logger, args)
         n, n_actions = args.n_agents, args.n_actions
-        state_dim = scheme["state"]["vshape"]
-        state_dim = state_dim if isinstance(state_dim, int) else math.prod(state_dim)
+        state_dim = int(np.prod(args.state_shape))
         self.explorer = mac.explorer
         self.add_network("explorer", self.explorer, target=False)
         in_dim = mac.input_shape + state_dim
