@@ -382,11 +382,12 @@ def resumed_config(folder, saved, alg_name, env_name, overrides, defaults):
         config["local_results_path"] = os.path.dirname(models)
     override = coerce("resume_override", given.get("resume_override", False), False)
     free = RESUMABLE | (EVALUATION_FREE if evaluate else set())
-    changed, refused = [], []
+    saved_config = copy.deepcopy(config)
     for key, value in overrides:
-        before = copy.deepcopy(_get(config, key))
         set_key(config, defaults, key, value)
-        after = _get(config, key)
+    changed, refused = [], []
+    for key in dict.fromkeys(key for key, _ in overrides):  # a key given twice: its last value
+        before, after = _get(saved_config, key), _get(config, key)
         if after == before or key in NOT_INHERITED:
             continue
         changed.append(f"{key} {before!r} -> {after!r}")

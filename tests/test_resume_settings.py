@@ -71,10 +71,14 @@ def test_a_change_to_the_experiment_is_refused_before_anything_is_built(tmp_path
     assert err.startswith("error: a resumed run keeps the settings") and "lr=0.01 (saved: 0.0005)" in err
     assert "resume_override=True" in err
     assert len(sacred_runs(tmp_path)) == n  # no record: nothing started
+    # a key given twice is judged by its last value against the saved one
+    assert main.main(["with", f"checkpoint_path={root}", "lr=0.01", "lr=0.02", "t_max=500"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "lr=0.02 (saved: 0.0005)" in err and "lr=0.01" not in err and err.count("lr=") == 1
     # repeating a saved value is no change
     monkeypatch.undo()
-    argv = ["--config=qmix", "--env-config=mpe", "with", f"checkpoint_path={root}", "lr=0.0005", "t_max=400"]
-    assert main.main(argv) == 0
+    argv = ["--config=qmix", "--env-config=mpe", "with", f"checkpoint_path={root}", "lr=0.01", "lr=0.0005"]
+    assert main.main([*argv, "t_max=400"]) == 0  # changed and set back: no change
 
 
 def test_resume_override_goes_on_with_the_change_and_records_it(tmp_path):
