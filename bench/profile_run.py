@@ -77,7 +77,9 @@ def patch(timers):
             cls.run = timers.wrap(
                 cls.run,
                 lambda a, kw: (
-                    "test episodes" if kw.get("test_mode", a[1] if len(a) > 1 else False) else "training episodes",
+                    "test episodes"
+                    if kw.get("test_mode", a[1] if len(a) > 1 else False)
+                    else "training episodes",
                     "runner's own Python",
                 ),
             )
@@ -91,9 +93,7 @@ def patch(timers):
         if mod.__name__.startswith("runners") and getattr(mod, "env_data", None) is observe:
             mod.env_data = timed_observe
     EpisodeBatch.update = timers.wrap(EpisodeBatch.update, (None, "episode-batch writes"))
-    ReplayBuffer.insert_episode_batch = timers.wrap(
-        ReplayBuffer.insert_episode_batch, ("buffer", "insert")
-    )
+    ReplayBuffer.insert_episode_batch = timers.wrap(ReplayBuffer.insert_episode_batch, ("buffer", "insert"))
     run_module.draw_batch = timers.wrap(run_module.draw_batch, ("buffer", "sample and to device"))
     for cls in set(le_REGISTRY.values()):
         for name in ("train", "train_aux"):
@@ -102,9 +102,7 @@ def patch(timers):
     torch.autograd.backward = timers.wrap(torch.autograd.backward, (None, "backward"))
     torch.nn.utils.clip_grad_norm_ = timers.wrap(torch.nn.utils.clip_grad_norm_, (None, "gradient clipping"))
     starts = {}
-    register_optimizer_step_pre_hook(
-        lambda opt, a, kw: starts.__setitem__(id(opt), time.perf_counter())
-    )
+    register_optimizer_step_pre_hook(lambda opt, a, kw: starts.__setitem__(id(opt), time.perf_counter()))
 
     def after_step(opt, a, kw):
         took = time.perf_counter() - starts.pop(id(opt))

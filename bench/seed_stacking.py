@@ -63,7 +63,11 @@ def main():
 
     rows, hidden = 32 * 5, 64
     x, w = torch.randn(rows, hidden), torch.randn(hidden, 3 * hidden)
-    xs, ws, x_all = torch.randn(k, rows, hidden), torch.randn(k, hidden, 3 * hidden), torch.randn(k * rows, hidden)
+    xs, ws, x_all = (
+        torch.randn(k, rows, hidden),
+        torch.randn(k, hidden, 3 * hidden),
+        torch.randn(k * rows, hidden),
+    )
     one = per_call_s(lambda: x @ w, 400)
     line = {
         "measure": "matmul",
