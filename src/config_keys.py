@@ -94,9 +94,12 @@ def _declared_beside_defaults(defaults):
 
 
 def all_keys():
-    """[Key] of every key: default.yaml's, then the declared ones; a name in both is refused."""
+    """[Key] of every key: default.yaml's in its order, then the declared ones by family, module
+    and declaration (not by import order); a name in both is refused."""
     keys = default_file_keys()
-    return keys + list(_declared_beside_defaults({key.name for key in keys}).values())
+    declared = list(_declared_beside_defaults({key.name for key in keys}).values())
+    order = {key.name: i for i, key in enumerate(declared)}
+    return keys + sorted(declared, key=lambda k: (k.family.lower(), k.owner, order[k.name]))
 
 
 def load_defaults():
