@@ -131,7 +131,7 @@ def set_key(config, defaults, key, value):
             node[leaf] = value  # an env argument; the env checks it
             return
         raise ConfigError(unknown_key_message(key, _all_keys(config)))
-    # The type comes from default.yaml where it sets the key, else from the env/alg file.
+    # The type comes from the key's default where it has one, else from the env/alg file.
     basis = basis_node[leaf] if isinstance(basis_node, dict) and leaf in basis_node else node[leaf]
     if value is None and isinstance(basis, str):  # none names a choice (value_norm=none), not null
         value = "none"
@@ -187,7 +187,7 @@ def unknown_key_message(key, keys):
 
     guesses = closest_few(key, keys)
     hint = f"did you mean {', '.join(guesses)}? " if guesses else ""
-    return f"unknown config key '{key}'; {hint}(config/default.yaml lists every key)"
+    return f"unknown config key '{key}'; {hint}(docs/configuration.md lists every key)"
 
 
 def _all_keys(config, prefix=""):

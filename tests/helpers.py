@@ -120,10 +120,10 @@ class MockEnv(MultiAgentEnv):
 
 
 def make_args(**overrides):
-    """A config namespace from default.yaml plus overrides (no command line)."""
-    from config import CONFIG_DIR, load_yaml
+    """A config namespace from every key's default plus overrides (no command line)."""
+    from config_keys import load_defaults
 
-    cfg = load_yaml(os.path.join(CONFIG_DIR, "default.yaml"))
+    cfg = load_defaults()
     cfg.update(device="cpu", seed=0, unique_token="test")
     cfg.update(overrides)
     return SimpleNamespace(**cfg)

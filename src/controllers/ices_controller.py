@@ -7,6 +7,19 @@ from components.action_selectors import greedy_np, uniform_available_np
 from components.schedules import horizon
 from controllers.basic_controller import BasicMAC
 from modules.agents import REGISTRY as agent_REGISTRY
+from utils.keys import declare_keys
+
+declare_keys(
+    "ICES (mac ices_mac with learner ices_learner)",
+    (
+        "ices_int_ratio",
+        0.1,
+        "float in [0, 1]",
+        "chance that an agent plays the exploration policy's sample in training, annealed linearly over "
+        "the schedule horizon to ices_int_finish",
+    ),
+    ("ices_int_finish", 0.1, "float in [0, 1]", "the floor of that chance"),
+)
 
 
 class ICESMAC(BasicMAC):

@@ -31,7 +31,78 @@ from learners.q_learner import QLearner
 from modules.agents import REGISTRY as agent_REGISTRY
 from modules.world_model import StateChangeModel, hide_each, hide_one_at_random, normal_divergence
 from utils.errors import ConfigError
+from utils.keys import declare_keys
 from utils.rl_utils import valid_mask
+
+declare_keys(
+    "ICES (mac ices_mac with learner ices_learner)",
+    (
+        "ices_step_penalty",
+        0.0,
+        "float",
+        "added to every step's reward the Q agents learn from (their SMAC runs: -0.02)",
+    ),
+    ("ices_int_lr", 0.01, "float > 0", "the exploration policy's learning rate (the run's optimizer)"),
+    ("ices_int_critic_lr", 0.01, "float > 0", "its critic's learning rate"),
+    ("ices_int_ent_coef", 0.1, "float >= 0", "the exploration policy's entropy bonus"),
+    (
+        "ices_int_loss_scale",
+        1.0,
+        "float > 0",
+        "factor on the exploration policy's and critic's losses (their football code: 10)",
+    ),
+    ("ices_world_hidden_dim", 64, "int >= 1", "width of the world model's networks"),
+    ("ices_world_embed_dim", 4, "int >= 1", "size of each agent's action embedding in the world model"),
+    ("ices_world_z_dim", 16, "int >= 1", "the world model's latent size"),
+    ("ices_world_baseline_lr", 0.0001, "float > 0", "Adam learning rate of the baseline predictors"),
+    (
+        "ices_world_lr",
+        0.0001,
+        "float > 0",
+        "initial learning rate of the ELBO's networks (Adam, betas 0.95 and 0.999)",
+    ),
+    (
+        "ices_world_lr_decay",
+        0.01,
+        "float > 0",
+        "the ELBO's learning rate after one update per horizon episode (schedule_horizon / episode_limit), "
+        "as a fraction of ices_world_lr",
+    ),
+    (
+        "ices_world_clip",
+        0.1,
+        "float > 0",
+        "each ELBO gradient element clamped to +- this (pyro's ClippedAdam)",
+    ),
+    (
+        "ices_state_norm",
+        "per_feature",
+        "one of: per_feature, published, none",
+        "the state change the world model learns: normalised per feature over real steps, by one mean and "
+        "variance over every padded step (the authors' SMAC code), or raw (their football code)",
+    ),
+    (
+        "ices_kl_log2",
+        False,
+        None,
+        "the divergence's log-scale term in bits as the authors' code writes it (True; then it can be "
+        "negative) instead of nats",
+    ),
+    (
+        "ices_world_padded_rows",
+        False,
+        None,
+        "the world model's losses also count the padded steps after each episode as rows of zeros (the "
+        "authors' code: True)",
+    ),
+    (
+        "ices_policy_all_actions",
+        False,
+        None,
+        "the exploration policy's log-probabilities and entropy over every action, unavailable ones "
+        "included (the authors' code: True)",
+    ),
+)
 
 NORM_BETA = 0.99999
 NORM_MIN_VAR = 0.01

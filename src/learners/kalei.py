@@ -5,6 +5,40 @@ the weights every mask prunes."""
 from collections import deque
 from statistics import mean
 
+from utils.keys import declare_keys
+
+declare_keys(
+    "Kaleidoscope (agent kalei_rnn with learner q_learner)",
+    (
+        "kalei_div_coef",
+        5.0,
+        "float >= 0",
+        "the diversity loss's coefficient before its rescaling: |div_coef * mean(TD loss) / "
+        "mean(diversity loss)| over the last kalei_deque_len updates",
+    ),
+    ("kalei_deque_len", 100, "int >= 1", "updates the rescaling averages over"),
+    (
+        "kalei_layer_weights",
+        [1.0, 2.0, 4.0, 8.0],
+        None,
+        "the diversity loss's weight of each layer (fc1 to fc4)",
+    ),
+    (
+        "kalei_threshold_reset_scale",
+        5.0,
+        "float >= 0",
+        "as kalei_threshold_init_scale, for the thresholds of reset weights",
+    ),
+    ("kalei_threshold_reset_bias", 5.0, "float", "see kalei_threshold_reset_scale"),
+    (
+        "kalei_reset_interval",
+        1000000,
+        "int >= 1",
+        "env steps between resets of the weights every mask prunes (none within one interval of t_max)",
+    ),
+    ("kalei_reset_ratio", 0.2, "float in [0, 1]", "the chance that such a weight is reset"),
+)
+
 
 class Kaleidoscope:
     def __init__(self, args, agent):

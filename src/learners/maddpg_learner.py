@@ -8,6 +8,178 @@ import torch
 from learners.base import Learner
 from modules.critics import REGISTRY as critic_REGISTRY
 from utils.errors import ConfigError
+from utils.keys import declare_keys
+
+declare_keys(
+    "off-policy actor-critic learners (maddpg_learner: MADDPG, MATD3, IDDPG; masac_learner: MASAC, ISAC)",
+    (
+        "critic",
+        "maddpg_critic",
+        None,
+        "critic registry name (maddpg_learner, masac_learner: maddpg_critic, or local_critic for IDDPG/ISAC)",
+    ),
+    (
+        "critic_hidden_dim",
+        64,
+        "int >= 1",
+        "width of the critic's two hidden layers",
+    ),
+    (
+        "critic_lr",
+        None,
+        "float > 0 or null",
+        "critic learning rate (null: lr)",
+    ),
+    (
+        "critic_individual_obs",
+        False,
+        None,
+        "critic also sees the agent's own observation (besides the state)",
+    ),
+    (
+        "actor_other_actions",
+        "buffer",
+        "one of: buffer, policy",
+        "other agents' actions in agent i's actor loss: buffer (paper) or policy (EPyMARL)",
+    ),
+    (
+        "actor_reg",
+        0.001,
+        "float >= 0",
+        "weight of mean(pre-activation actor outputs^2) in the actor loss",
+    ),
+    (
+        "test_greedy",
+        True,
+        None,
+        "MADDPG discrete test actions: argmax (False: samples of the policy, as EPyMARL)",
+    ),
+    (
+        "continuous_actor",
+        "tanh",
+        "one of: tanh, softmax, squashed_gaussian",
+        "continuous actions: tanh (bounded, Gaussian noise), softmax (the paper's soft Gumbel samples; "
+        "[0, 1] action vectors) or squashed_gaussian (SAC: tanh of a Gaussian sample, mean and log std "
+        "from the network)",
+    ),
+    (
+        "gumbel_temperature",
+        1.0,
+        "float > 0",
+        "temperature of the straight-through Gumbel-softmax (discrete actions)",
+    ),
+    (
+        "act_noise_start",
+        0.1,
+        "float >= 0",
+        "Gaussian exploration std, in half action ranges (continuous actions)",
+    ),
+    (
+        "act_noise_finish",
+        0.1,
+        "float >= 0",
+        "exploration std after the anneal",
+    ),
+    (
+        "act_noise_anneal_time",
+        50000,
+        "int >= 0",
+        "env steps of linear annealing of the exploration std",
+    ),
+    (
+        "exploration_mode",
+        "gaussian",
+        "one of: gaussian, ornstein_uhlenbeck",
+        "continuous noise: gaussian (white) or ornstein_uhlenbeck (act_noise * OU process)",
+    ),
+    (
+        "ou_theta",
+        0.15,
+        "float in (0, 1]",
+        "OU mean reversion per step (correlation time about 1 / theta steps)",
+    ),
+    (
+        "ou_sigma",
+        0.2,
+        "float >= 0",
+        "OU step std: stationary std sigma / sqrt(2 theta - theta^2), 0.38 here",
+    ),
+    (
+        "ou_stop_episode",
+        None,
+        "int >= 0 or null",
+        "OU noise off after this many episodes' steps (FACMAC: 100); null: never",
+    ),
+    (
+        "start_steps",
+        0,
+        "int >= 0",
+        "env steps of uniform random actions before the actor acts (continuous)",
+    ),
+    (
+        "policy_ensemble",
+        1,
+        "int >= 1",
+        "sub-policies per agent (the paper's ensembles, K=3 there); one drawn per agent per episode",
+    ),
+    (
+        "twin_critics",
+        False,
+        None,
+        "MATD3, MASAC: two critics per agent; targets take the minimum of their target copies",
+    ),
+    (
+        "policy_delay",
+        1,
+        "int >= 1",
+        "MATD3: critic updates per actor update and target update",
+    ),
+    (
+        "target_noise",
+        0.0,
+        "float >= 0",
+        "MATD3 target smoothing, in half action ranges (continuous); >0 with discrete actions: a sample"
+        " of the target policy instead of its argmax",
+    ),
+    (
+        "target_noise_clip",
+        0.5,
+        "float >= 0",
+        "MATD3: the smoothing noise is clipped to +- this many half ranges",
+    ),
+    (
+        "alpha_init",
+        0.2,
+        "float > 0",
+        "MASAC: initial entropy temperature",
+    ),
+    (
+        "auto_alpha",
+        True,
+        None,
+        "MASAC: learn the temperature towards target_entropy (False: alpha_init throughout)",
+    ),
+    (
+        "alpha_lr",
+        None,
+        "float > 0 or null",
+        "MASAC temperature learning rate (null: critic_lr, else lr)",
+    ),
+    (
+        "target_entropy",
+        None,
+        "float or null",
+        "MASAC per-agent entropy target; null: -(action dimensions) for continuous actions, "
+        "target_entropy_ratio * log(available actions) for discrete",
+    ),
+    (
+        "target_entropy_ratio",
+        0.98,
+        "float in [0, 1]",
+        "MASAC discrete: target entropy as a share of the uniform policy's",
+    ),
+)
+
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch

@@ -18,7 +18,195 @@ import torch
 from learners.base import Learner
 from modules.critics import REGISTRY as critic_REGISTRY
 from utils.errors import ConfigError
+from utils.keys import declare_keys
 from utils.rl_utils import ValueNorm, alive_mask, gae, huber, masked_mean, masked_mean_std, nstep_returns
+
+declare_keys(
+    "policy-gradient learners (actor_critic_learner, ppo_learner, coma_learner; mac ac_mac)",
+    (
+        "entropy_coef",
+        0.01,
+        "float >= 0",
+        "weight of the policy's entropy bonus",
+    ),
+    (
+        "return_estimator",
+        "nstep",
+        "one of: nstep, gae, td_lambda",
+        "critic targets: n-step returns (EPyMARL), GAE(lambda) (MAPPO) or TD(lambda) (PyMARL's COMA)",
+    ),
+    (
+        "q_nstep",
+        5,
+        "int >= 1",
+        "n of the n-step returns",
+    ),
+    (
+        "gae_lambda",
+        0.95,
+        "float in [0, 1]",
+        "GAE lambda",
+    ),
+    (
+        "ppo_style",
+        "epymarl",
+        "one of: epymarl, mappo",
+        "epymarl: per epoch one critic and one actor step on the whole batch, advantages recomputed; "
+        "mappo: targets fixed, minibatches, value clipping",
+    ),
+    (
+        "epochs",
+        4,
+        "int >= 1",
+        "PPO epochs per train call",
+    ),
+    (
+        "num_mini_batch",
+        1,
+        "int >= 1",
+        "minibatches of whole episodes per PPO epoch (ppo_style=mappo)",
+    ),
+    (
+        "eps_clip",
+        0.2,
+        "float > 0",
+        "PPO ratio clip",
+    ),
+    (
+        "value_clip",
+        0.0,
+        "float >= 0",
+        "clip value predictions to v_old +- this (ppo_style=mappo; 0 = off)",
+    ),
+    (
+        "value_loss",
+        "mse",
+        "one of: mse, huber",
+        "critic loss on the error: e^2 or Huber",
+    ),
+    (
+        "huber_delta",
+        10.0,
+        "float > 0",
+        "Huber threshold",
+    ),
+    (
+        "value_loss_coef",
+        1.0,
+        "float > 0",
+        "weight of the critic loss",
+    ),
+    (
+        "coma_critic_loss",
+        "mean",
+        "one of: mean, agent_sum",
+        "coma_learner: the critic's squared error averaged over agent-steps, or summed over agents and "
+        "averaged over steps (EPyMARL's COMA; with grad_norm_clip the two train differently)",
+    ),
+    (
+        "value_norm",
+        "none",
+        "one of: none, running, ema",
+        "critic learns normalised targets: running per-agent statistics (EPyMARL standardise_returns) "
+        "or MAPPO's debiased moving average",
+    ),
+    (
+        "value_norm_beta",
+        0.99999,
+        "float in (0, 1)",
+        "value_norm=ema: averaging rate",
+    ),
+    (
+        "advantage_norm",
+        "none",
+        "one of: none, batch",
+        "batch: standardise advantages over the batch's active agent-steps (MAPPO)",
+    ),
+    (
+        "policy_active_mask",
+        True,
+        None,
+        "leave dead agents' steps out of the policy loss (the step at which an agent dies is kept)",
+    ),
+    (
+        "value_active_mask",
+        False,
+        None,
+        "leave dead agents' steps out of the value loss too",
+    ),
+    (
+        "critic_death_mask",
+        False,
+        None,
+        "zero a dead agent's critic inputs except its id (MAPPO)",
+    ),
+    (
+        "critic_joint_obs",
+        False,
+        None,
+        "cv_critic also sees every agent's observation",
+    ),
+    (
+        "critic_last_action",
+        False,
+        None,
+        "cv_critic and coma_critic also see the joint previous action",
+    ),
+    (
+        "critic_agent_id",
+        True,
+        None,
+        "a shared critic sees the agent's one-hot id (one critic per agent never does)",
+    ),
+    (
+        "target_critic",
+        True,
+        None,
+        "bootstrap from a target critic (target_update_mode, tau, target_update_interval); False: the "
+        "critic before the update (MAPPO)",
+    ),
+    (
+        "policy_epsilon_floor",
+        False,
+        None,
+        "discrete ac_mac policies: mix a uniform choice among the available actions into the policy, "
+        "weight epsilon_start -> epsilon_finish over epsilon_anneal_time steps, in acting and in the "
+        "learner (PyMARL's COMA)",
+    ),
+    (
+        "squash",
+        "clip",
+        "one of: clip, tanh",
+        "continuous actions: the raw Gaussian sample is clipped to [-1, 1] (MAPPO) or squashed by tanh,"
+        " then mapped onto the env's bounds",
+    ),
+    (
+        "policy_std",
+        "parameter",
+        "one of: parameter, network",
+        "continuous actions: a learned state-independent log std (MAPPO), or a scale output by the "
+        "actor for each state (BenchMARL, TorchRL)",
+    ),
+    (
+        "log_std_init",
+        0.0,
+        "float in [-20, 20]",
+        "initial log std of the Gaussian policy",
+    ),
+    (
+        "log_std_min",
+        -5.0,
+        "float in [-20, 20]",
+        "log std is clamped to [log_std_min, log_std_max] when used",
+    ),
+    (
+        "log_std_max",
+        2.0,
+        "float in [-20, 20]",
+        "",
+    ),
+)
+
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch

@@ -8,7 +8,73 @@ and creates tensors on the input's device.
 import torch
 
 from components.schedules import annealed_beta, horizon
+from utils.keys import declare_keys
 from utils.registry import registrar
+
+declare_keys(
+    "DIFFER (q_divide_learner): selection of individual experiences",
+    (
+        "selected",
+        "greedy",
+        None,
+        "all, greedy, greedy_weight, PER, PER_hard or PER_weight",
+    ),
+    (
+        "selected_ratio",
+        0.9,
+        "float in [0, 1]",
+        "share of valid agent-steps selected (when warm_up is False)",
+    ),
+    (
+        "warm_up",
+        True,
+        None,
+        "anneal the ratio from selected_ratio_start to selected_ratio_end",
+    ),
+    (
+        "selected_ratio_start",
+        0.8,
+        "float in [0, 1]",
+        "ratio at t_env = 0 (warm_up)",
+    ),
+    (
+        "selected_ratio_end",
+        1.0,
+        "float in [0, 1]",
+        "ratio after warm_up_ratio * t_max env steps (warm_up)",
+    ),
+    (
+        "warm_up_ratio",
+        0.6,
+        "float in [0, 1]",
+        "share of t_max over which the ratio anneals",
+    ),
+    (
+        "selected_alpha",
+        0.6,
+        "float > 0",
+        "PER priority exponent: p = (|delta_i| + selected_epsilon)^alpha",
+    ),
+    (
+        "selected_epsilon",
+        0.01,
+        "float >= 0",
+        "PER priority floor for valid samples",
+    ),
+    (
+        "beta_start",
+        0.6,
+        "float in [0, 1]",
+        "PER importance-weight exponent at t_env = 0",
+    ),
+    (
+        "beta_end",
+        1.0,
+        "float in [0, 1]",
+        "PER importance-weight exponent at schedule_horizon",
+    ),
+)
+
 
 LEGACY_PER_BETA = 0.401  # the reference's legacy PER: its memory is rebuilt each call at 0.4 + 0.001
 RULES = {}

@@ -33,7 +33,189 @@ from learners.sharing_rows import (
     share_mean_std_gate,
     share_owner_density,
 )
+from utils.keys import declare_keys
 from utils.registry import registrar
+
+declare_keys(
+    "experience sharing between agents (q_divide_learner)",
+    (
+        "share_rule",
+        "none",
+        "one of: none, all, quantile, gaussian, stochastic, density, joint_density, owner_density, "
+        "mean_std_gate",
+        "which of each agent's TD errors it shares: none; all; SUPER's quantile (above the 1-b quantile"
+        " of its last share_window |errors|), gaussian (above a normal fitted to that window) or "
+        "stochastic (p = min(1, b n |e| / sum|e|)); density / joint_density: the farther from the mean "
+        "of the agent's own (or every agent's) error distribution, the likelier; owner_density: the "
+        "published INSPIRE's (learners/sharing_rows.py), each owner's episode normal scoring the errors"
+        " of the agents it sees, draws per episode; mean_std_gate: the published SUPER's, outside the "
+        "episode's mean +- one std",
+    ),
+    (
+        "share_bandwidth",
+        0.1,
+        "float in [0, 1]",
+        "SUPER's b: the share of errors shared (quantile, gaussian, stochastic)",
+    ),
+    (
+        "share_window",
+        1500,
+        "int >= 2",
+        "SUPER's window: each agent's last |errors| that quantile and gaussian fit",
+    ),
+    (
+        "share_gaussian_scale",
+        "std",
+        "one of: std, variance",
+        "gaussian: the normal's scale; variance is SUPER's code's (the variance where the standard "
+        "deviation belongs)",
+    ),
+    (
+        "share_temperature",
+        1.0,
+        "float > 0",
+        "density rules: T scales the fitted variance (T^2 sigma^2)",
+    ),
+    (
+        "share_ratio_start",
+        0.0,
+        "float in [0, 1]",
+        "density rules: shares per episode and agent as a share of its valid steps, at t_env = 0",
+    ),
+    (
+        "share_ratio_end",
+        0.5,
+        "float in [0, 1]",
+        "... after share_warm_up_ratio of the schedule horizon",
+    ),
+    (
+        "share_warm_up_ratio",
+        0.6,
+        "float in [0, 1]",
+        "share of the schedule horizon over which the share ratio anneals",
+    ),
+    (
+        "receive_rule",
+        "all",
+        "one of: all, gaussian_gate, sigmoid_gate",
+        "whether a receiver takes a shared error e: always; with p = 1 - exp(-(e - mu)^2 / (2 "
+        "sigma^2)); or with p = sigmoid(receive_alpha (|e - mu| - receive_beta sigma)), mu and sigma of"
+        " the receiver's own errors",
+    ),
+    (
+        "receive_alpha",
+        1.0,
+        "float > 0",
+        "sigmoid_gate: slope",
+    ),
+    (
+        "receive_beta",
+        1.0,
+        "float >= 0",
+        "sigmoid_gate: offset in standard deviations",
+    ),
+    (
+        "share_to",
+        "all",
+        "one of: all, sight, radius",
+        "receivers: every living teammate; those the sender sees (visible); those closer than "
+        "share_radius (pos)",
+    ),
+    (
+        "share_radius",
+        9.0,
+        "float >= 0",
+        "share_to=radius: distance (strictly less) in the env's units (.inf: everyone)",
+    ),
+    (
+        "share_metric",
+        "l2",
+        "one of: l1, l2",
+        "share_to=radius: distance",
+    ),
+    (
+        "share_fallback",
+        "drop",
+        "one of: drop, nearest, all",
+        "a shared error with no receiver in range: not shared; to the nearest living teammate (needs "
+        "pos); to every living teammate",
+    ),
+    (
+        "share_target",
+        "reweight",
+        "one of: reweight, receiver, rows, detached_rows",
+        "reweight: one shared network, the sender's error counts once more per receiver; receiver "
+        "(agent_param_sharing=False, SUPER's): each receiver's own network trains on the sender's "
+        "transition with its own target network; rows / detached_rows (the published SUPER / INSPIRE): "
+        "received errors are extra rows after the batch's own, in DIFFER's selection pool and the "
+        "loss's count, with or without their gradient",
+    ),
+    (
+        "share_control",
+        "none",
+        "one of: none, mass",
+        "mass: the same extra weight put on randomly chosen valid agent-steps instead (the control for "
+        "reweight)",
+    ),
+    (
+        "share_weight",
+        1.0,
+        "float >= 0",
+        "the weight of each shared copy (reweight: added per receiver to the sender's step; receiver: "
+        "the receiver's term); the mass control moves the same weight",
+    ),
+    (
+        "share_receive",
+        "max_in_sight",
+        "one of: max_in_sight, own_if_in_sight, own",
+        "rows targets: what lands in agent i's extra row: the largest-magnitude error shared by a "
+        "teammate i sees; its own shared error where it sees a teammate (the published INSPIRE's); its "
+        "own shared error (the published SUPER's)",
+    ),
+    (
+        "share_sight",
+        "visible",
+        "one of: visible, manhattan",
+        "who sees whom for owner_density and share_receive: the env's visible (SMAC's sight, living "
+        "units); the published rule, |dx| + |dy| <= share_radius on pos, dead units included, padded "
+        "steps all in sight",
+    ),
+    (
+        "share_moments",
+        "valid",
+        "one of: valid, padded",
+        "owner_density and mean_std_gate: each episode's mean and variance over its valid steps; "
+        "padded: over every step of the padded batch, zeros included (the published code's)",
+    ),
+    (
+        "share_variance_squared",
+        False,
+        None,
+        "owner_density: the normal's variance is (T var)^2, the variance where the standard deviation "
+        "belongs (the published code's); False: T^2 var",
+    ),
+    (
+        "share_index_map",
+        "exact",
+        "one of: exact, published",
+        "owner_density: a draw from an episode's row-major [T, N] back to (step, agent); published: "
+        "step f mod (T-1), agent (f div (T-1)) mod (N-1), which is not the inverse",
+    ),
+    (
+        "share_ratio_clock",
+        "t_env",
+        "one of: t_env, forward_loop",
+        "the share ratio's schedule read at t_env, or at the last time index of the agent's forward "
+        "pass (the published code's)",
+    ),
+    (
+        "share_min_eps",
+        1e-06,
+        "float > 0",
+        "owner_density: the floor of the variance and of the normaliser",
+    ),
+)
+
 
 SHARE_RULES = {}
 RECEIVE_RULES = {}

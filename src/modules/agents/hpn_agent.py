@@ -3,6 +3,24 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from utils.errors import ConfigError
+from utils.keys import declare_keys
+
+declare_keys(
+    "hypernetwork agents (agent=hpn_rnn, deepset_hyper_rnn)",
+    (
+        "hpn_head_num",
+        1,
+        "int >= 1",
+        "hpn_rnn, deepset_hyper_rnn: heads of their hypernetworks, merged by a softmax-weighted sum "
+        "(PyMARL3: 1, 2 on some maps)",
+    ),
+    (
+        "hpn_hyper_dim",
+        64,
+        "int >= 1",
+        "hpn_rnn, deepset_hyper_rnn: hidden width of their hypernetworks",
+    ),
+)
 
 
 def entity_slices(input_shape, obs_entities):

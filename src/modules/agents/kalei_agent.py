@@ -12,6 +12,25 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from utils.errors import ConfigError
+from utils.keys import declare_keys
+
+declare_keys(
+    "Kaleidoscope (agent kalei_rnn with learner q_learner)",
+    (
+        "kalei_n_unit_types",
+        0,
+        "int >= 0",
+        "0: one mask per agent; k: one mask per unit type, read from the last k observation features "
+        "(one-hot; SMACv2's 3 races' types)",
+    ),
+    (
+        "kalei_threshold_init_scale",
+        5.0,
+        "float >= 0",
+        "thresholds start at -(U[0,1) * scale + bias): sigmoid of them prunes almost nothing",
+    ),
+    ("kalei_threshold_init_bias", 5.0, "float", "see kalei_threshold_init_scale"),
+)
 
 
 class StraightThrough(torch.autograd.Function):

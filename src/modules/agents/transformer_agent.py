@@ -5,6 +5,35 @@ import torch.nn as nn
 
 from modules.agents.hpn_agent import heal_slots, healer_error, row_agents
 from utils.errors import ConfigError
+from utils.keys import declare_keys
+
+declare_keys(
+    "transformer agent (agent=transformer)",
+    (
+        "transformer_embed_dim",
+        32,
+        "int >= 1",
+        "transformer agent: token width (divisible by transformer_n_head)",
+    ),
+    (
+        "transformer_n_head",
+        4,
+        "int >= 1",
+        "transformer agent: attention heads",
+    ),
+    (
+        "transformer_n_layers",
+        2,
+        "int >= 1",
+        "transformer agent: encoder layers",
+    ),
+    (
+        "transformer_token_dim",
+        6,
+        "int >= 1",
+        "transformer agent: features per token when the env declares no entities",
+    ),
+)
 
 
 def head_count_error(emb, heads):

@@ -4,6 +4,30 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from utils.errors import ConfigError
+from utils.keys import declare_keys
+
+declare_keys(
+    "Qatten mixer (mixer=qatten)",
+    (
+        "qatten_heads",
+        4,
+        "int >= 1",
+        "mixer=qatten: attention heads",
+    ),
+    (
+        "qatten_embed_dim",
+        32,
+        "int >= 1",
+        "mixer=qatten: the query and key size of each head (and the constant's hidden layer); "
+        "hypernet_embed sizes the query's and head weights' hidden layers",
+    ),
+    (
+        "qatten_weighted",
+        True,
+        None,
+        "mixer=qatten: each head weighted by |MLP(state)| (PyMARL2's weighted type); False sums the heads",
+    ),
+)
 
 
 class QattenMixer(nn.Module):

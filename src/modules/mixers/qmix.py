@@ -4,6 +4,29 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from utils.errors import ConfigError
+from utils.keys import declare_keys
+
+declare_keys(
+    "QMIX mixer (mixer=qmix; QPLEX reads hypernet_embed too)",
+    (
+        "mixing_embed_dim",
+        32,
+        "int >= 1",
+        "QMIX mixing layer width",
+    ),
+    (
+        "hypernet_layers",
+        2,
+        "one of: 1, 2",
+        "QMIX hypernetwork depth: 1 or 2",
+    ),
+    (
+        "hypernet_embed",
+        64,
+        "int >= 1",
+        "QMIX hypernetwork hidden width (hypernet_layers=2); QPLEX: width of its w_i(s) and v_i(s) networks",
+    ),
+)
 
 
 class QMixer(nn.Module):

@@ -5,6 +5,47 @@ import torch
 import torch.nn as nn
 
 from utils.errors import ConfigError
+from utils.keys import declare_keys
+
+declare_keys(
+    "QPLEX mixer (mixer=qplex)",
+    (
+        "num_kernel",
+        4,
+        "int >= 1",
+        "QPLEX: attention heads of the advantage weights lambda_i(s, u)",
+    ),
+    (
+        "adv_hypernet_layers",
+        1,
+        "one of: 1, 2, 3",
+        "QPLEX: depth of each head's key, agent and action networks",
+    ),
+    (
+        "adv_hypernet_embed",
+        64,
+        "int >= 1",
+        "QPLEX: hidden width of those networks (adv_hypernet_layers > 1)",
+    ),
+    (
+        "is_minus_one",
+        True,
+        None,
+        "QPLEX: advantage term sum_i (lambda_i - 1) A_i (False: sum_i lambda_i A_i)",
+    ),
+    (
+        "weighted_head",
+        True,
+        None,
+        "QPLEX: transform each Q_i to w_i(s) Q_i + v_i(s) before the dueling split",
+    ),
+    (
+        "is_stop_gradient",
+        True,
+        None,
+        "QPLEX: the advantage term trains only lambda (its A_i are detached), as in the reference",
+    ),
+)
 
 
 class KernelMLP(nn.Module):
