@@ -143,11 +143,42 @@ SKIP_REASONS = {
 
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
-    import matplotlib
+    df = runs_to_plot(a)
+    out = a.out or os.path.join("results", "plots", a.metric)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    ref = load_reference(a.reference) if a.reference else None
+    note = draw_figure(a, df, ref, out)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    table = summary_table(df, a.metric, a.last)
+    uneven = uneven_ends(table)
+    if uneven:
+        print(
+            "warning: final and best values below mix runs at different points of training "
+            "(--status COMPLETED keeps the finished ones only):\n  " + "\n  ".join(uneven),
+            file=sys.stderr,
+        )
+    table.to_csv(out + ".csv", index=False)
+    with open(out + ".md", "w") as f:
+        f.write(markdown(table) + (f"\n*{note}.*\n" if note else ""))
+    written = [out + ".png", out + ".csv", out + ".md"]
+    if a.aggregate:
+        written += write_aggregates(a, df, out)
+    if ref is not None:
+        written += write_reference_checks(df, ref, out)
+    if a.marl_eval:
+        import json
 
+        with open(a.marl_eval, "w") as f:
+            json.dump(to_marl_eval(df, a.metric), f, indent=1)
+        written.append(a.marl_eval)
+    print(markdown(table), end="")
+    print("wrote " + ", ".join(written))
+    return 0
+
+
+def runs_to_plot(a):
+    """The runs the arguments select, with their group and task columns; SystemExit with one line
+    when there are none."""
     if a.last < 1:
         raise SystemExit(f"error: --last must be 1 or more, not {a.last}")
     missing = [d for d in a.dirs if not os.path.isdir(d)]
@@ -175,10 +206,17 @@ def main(argv=None):
     df["group"] = df[keys].astype(str).agg(", ".join, axis=1)
     df["task"] = task_column(df)
     df["group"] = split_groups(df, explicit=a.group_by is not None)
-    out = a.out or os.path.join("results", "plots", a.metric)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    return df
 
-    ref = load_reference(a.reference) if a.reference else None
+
+def draw_figure(a, df, ref, out):
+    """One panel per task, each group's mean with its 95% bootstrap band (and the reference band);
+    writes out.png. -> the simulator note printed under it, or None."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     rng = np.random.default_rng(a.seed)
     tasks = sorted(df["task"].unique())
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
@@ -214,67 +252,52 @@ def main(argv=None):
         fig.tight_layout()
     fig.savefig(out + ".png", dpi=120)
     plt.close(fig)
+    return note
 
-    table = summary_table(df, a.metric, a.last)
-    uneven = uneven_ends(table)
-    if uneven:
+
+def write_aggregates(a, df, out):
+    """--aggregate: IQM, probability of improvement and the performance profile. -> files written."""
+    written = []
+    finals = run_scores(df, 1 if a.aggregate_on == "final" else a.last)
+    for kind, fn in (("iqm", aggregate_iqm), ("poi", probability_of_improvement)):
+        if kind not in a.aggregate:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = fn(finals, a.seed)
+        result.to_csv(f"{out}_{kind}.csv", index=False)
+        with open(f"{out}_{kind}.md", "w") as f:
+            f.write(markdown(result))
+        written += [f"{out}_{kind}.csv", f"{out}_{kind}.md"]
+    if "profile" in a.aggregate:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            profile = performance_profile(finals, a.seed)
+        profile.to_csv(f"{out}_profile.csv", index=False)
+        plot_profile(profile, f"{out}_profile.png")
+        written += [f"{out}_profile.csv", f"{out}_profile.png"]
+    return written
+
+
+def write_reference_checks(df, ref, out):
+    """--reference: each run's and each group's mean against the reference band. -> files written."""
+    check = check_against_reference(df, ref)
+    check.to_csv(f"{out}_reference.csv", index=False)
+    for r in check[check["outside"] > 0].itertuples() if not check.empty else []:
         print(
-            "warning: final and best values below mix runs at different points of training "
-            "(--status COMPLETED keeps the finished ones only):\n  " + "\n  ".join(uneven),
+            f"outside the reference: {r.group} seed {r.seed} ({r.task}) at {r.outside} of {r.points} "
+            f"steps ({r.below} below), first at t_env {r.first_outside_t_env}: {r.run_dir}",
             file=sys.stderr,
         )
-    table.to_csv(out + ".csv", index=False)
-    with open(out + ".md", "w") as f:
-        f.write(markdown(table) + (f"\n*{note}.*\n" if note else ""))
-    written = [out + ".png", out + ".csv", out + ".md"]
-
-    if a.aggregate:
-        finals = run_scores(df, 1 if a.aggregate_on == "final" else a.last)
-        for kind, fn in (("iqm", aggregate_iqm), ("poi", probability_of_improvement)):
-            if kind not in a.aggregate:
-                continue
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = fn(finals, a.seed)
-            result.to_csv(f"{out}_{kind}.csv", index=False)
-            with open(f"{out}_{kind}.md", "w") as f:
-                f.write(markdown(result))
-            written += [f"{out}_{kind}.csv", f"{out}_{kind}.md"]
-        if "profile" in a.aggregate:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                profile = performance_profile(finals, a.seed)
-            profile.to_csv(f"{out}_profile.csv", index=False)
-            plot_profile(profile, f"{out}_profile.png")
-            written += [f"{out}_profile.csv", f"{out}_profile.png"]
-    if ref is not None:
-        check = check_against_reference(df, ref)
-        check.to_csv(f"{out}_reference.csv", index=False)
-        written.append(f"{out}_reference.csv")
-        for r in check[check["outside"] > 0].itertuples() if not check.empty else []:
-            print(
-                f"outside the reference: {r.group} seed {r.seed} ({r.task}) at {r.outside} of {r.points} "
-                f"steps ({r.below} below), first at t_env {r.first_outside_t_env}: {r.run_dir}",
-                file=sys.stderr,
-            )
-        mean_check = check_mean_against_reference(df, ref)
-        mean_check.to_csv(f"{out}_reference_mean.csv", index=False)
-        written.append(f"{out}_reference_mean.csv")
-        for r in mean_check.itertuples() if not mean_check.empty else []:
-            print(
-                f"mean of {r.runs} run(s) of {r.group} ({r.task}) inside the reference at {r.inside} of "
-                f"{r.points} steps ({r.above} above, {r.below} below)",
-                file=sys.stderr,
-            )
-    if a.marl_eval:
-        import json
-
-        with open(a.marl_eval, "w") as f:
-            json.dump(to_marl_eval(df, a.metric), f, indent=1)
-        written.append(a.marl_eval)
-    print(markdown(table), end="")
-    print("wrote " + ", ".join(written))
-    return 0
+    mean_check = check_mean_against_reference(df, ref)
+    mean_check.to_csv(f"{out}_reference_mean.csv", index=False)
+    for r in mean_check.itertuples() if not mean_check.empty else []:
+        print(
+            f"mean of {r.runs} run(s) of {r.group} ({r.task}) inside the reference at {r.inside} of "
+            f"{r.points} steps ({r.above} above, {r.below} below)",
+            file=sys.stderr,
+        )
+    return [f"{out}_reference.csv", f"{out}_reference_mean.csv"]
 
 
 if __name__ == "__main__":

@@ -23,37 +23,7 @@ def resume(args, logger, buffer, folder, meta, runner):
     since the last update)."""
     console = logger.console_logger
     t_env = meta["t_env"]
-    restored = buffer is not None and load_buffer(folder, buffer)
-    rebuilt = None
-    if restored:
-        console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
-        log = read_log(folder)  # the env states the restored episodes began from, for the next log
-        if log is not None and log[0]["episodes_in_buffer"] == buffer.episodes_in_buffer:
-            buffer.env_rng[: buffer.episodes_in_buffer] = log[0]["env_rng"]
-    elif buffer is not None and os.path.isfile(os.path.join(folder, LOG)):
-        started = time.time()
-        why = rebuild(folder, buffer, args, runner)
-        restored = rebuilt = why is None
-        if restored:
-            console.info(
-                f"replay buffer rebuilt from {LOG}: {buffer.episodes_in_buffer} episodes played "
-                f"again in {time.time() - started:.0f} s, the same to the last bit as when saved"
-            )
-        else:
-            console.warning(f"the replay buffer could not be rebuilt from {LOG}: {why}")
-    if buffer is not None and not restored:
-        saved = (meta.get("config") or {}).get("save_buffer", False)
-        why = (
-            "it was saved with one, but buffer.th is not there (sweep archives and "
-            "copied checkpoints leave it out)"
-            if saved
-            else "it was saved with save_buffer=False"
-        )
-        console.warning(
-            f"this checkpoint has no replay buffer ({why}): training waits until the buffer "
-            "refills from the restored policy, which a run that was never stopped would not "
-            "have done"
-        )
+    restored, rebuilt = restore_buffer(args, console, buffer, folder, meta, runner)
     info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
     if rebuilt is not None:
         info["buffer_rebuilt"] = rebuilt  # played again from its log (False: the log did not fit)
@@ -65,29 +35,7 @@ def resume(args, logger, buffer, folder, meta, runner):
             f"the two: {describe_changes(changes)}"
         )
         info["config_changed"] = {k: [a, b] for k, (a, b) in changes.items()}
-    record = None
-    if meta.get("record"):
-        # <results>/models/<run token>/<t_env>/ -> <results>/<record>
-        base = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(folder))))
-        record = os.path.join(base, meta["record"])
-    metrics = read_metrics(record) if record else None
-    if metrics is None:
-        console.warning(
-            f"the record of the run that saved this checkpoint was not found"
-            f"{f' at {record}' if record else ''}; this run's metrics start at t_env {t_env}"
-        )
-    else:
-        points = sorted(
-            (t, name, v)
-            for name, series in metrics.items()
-            for t, v in zip(series["steps"], series["values"], strict=True)
-            if t <= t_env
-        )
-        for t, name, v in points:
-            logger.log_stat(name, v, t)
-        info["record"] = record
-        info["points_carried"] = len(points)
-        console.info(f"carried {len(points)} logged values up to t_env {t_env} from {record}")
+    carried = carry_metrics(logger, folder, meta, info)
     # Last: nothing may draw from the process's streams between here and the training loop.
     differs = ["settings changed"] if changes else []
     if buffer is not None and not restored:
@@ -102,7 +50,75 @@ def resume(args, logger, buffer, folder, meta, runner):
         )
     if logger.sacred_run is not None:
         logger.sacred_run.info["resumed_from"] = info
-    return metrics is not None, pending
+    return carried, pending
+
+
+def restore_buffer(args, console, buffer, folder, meta, runner):
+    """The checkpoint's replay buffer: loaded from buffer.th, else played again from its log.
+    -> (restored, rebuilt: True/False when a log was played again, else None)."""
+    if buffer is None:
+        return False, None
+    restored, rebuilt = load_buffer(folder, buffer), None
+    if restored:
+        console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
+        log = read_log(folder)  # the env states the restored episodes began from, for the next log
+        if log is not None and log[0]["episodes_in_buffer"] == buffer.episodes_in_buffer:
+            buffer.env_rng[: buffer.episodes_in_buffer] = log[0]["env_rng"]
+    elif os.path.isfile(os.path.join(folder, LOG)):
+        started = time.time()
+        why = rebuild(folder, buffer, args, runner)
+        restored = rebuilt = why is None
+        if restored:
+            console.info(
+                f"replay buffer rebuilt from {LOG}: {buffer.episodes_in_buffer} episodes played "
+                f"again in {time.time() - started:.0f} s, the same to the last bit as when saved"
+            )
+        else:
+            console.warning(f"the replay buffer could not be rebuilt from {LOG}: {why}")
+    if not restored:
+        saved = (meta.get("config") or {}).get("save_buffer", False)
+        why = (
+            "it was saved with one, but buffer.th is not there (sweep archives and "
+            "copied checkpoints leave it out)"
+            if saved
+            else "it was saved with save_buffer=False"
+        )
+        console.warning(
+            f"this checkpoint has no replay buffer ({why}): training waits until the buffer "
+            "refills from the restored policy, which a run that was never stopped would not "
+            "have done"
+        )
+    return restored, rebuilt
+
+
+def carry_metrics(logger, folder, meta, info):
+    """Log into this run's record what the checkpoint's run had logged up to the checkpoint;
+    notes it in `info`. -> whether that run's record was found."""
+    console, t_env = logger.console_logger, meta["t_env"]
+    record = None
+    if meta.get("record"):
+        # <results>/models/<run token>/<t_env>/ -> <results>/<record>
+        base = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(folder))))
+        record = os.path.join(base, meta["record"])
+    metrics = read_metrics(record) if record else None
+    if metrics is None:
+        console.warning(
+            f"the record of the run that saved this checkpoint was not found"
+            f"{f' at {record}' if record else ''}; this run's metrics start at t_env {t_env}"
+        )
+        return False
+    points = sorted(
+        (t, name, v)
+        for name, series in metrics.items()
+        for t, v in zip(series["steps"], series["values"], strict=True)
+        if t <= t_env
+    )
+    for t, name, v in points:
+        logger.log_stat(name, v, t)
+    info["record"] = record
+    info["points_carried"] = len(points)
+    console.info(f"carried {len(points)} logged values up to t_env {t_env} from {record}")
+    return True
 
 
 def restore_run_state(runner, folder, differs):

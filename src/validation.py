@@ -97,11 +97,22 @@ def check_step_fields(config, learner):
 def validate(config, defaults=None):
     """Refuse, with one line, a config that cannot run; changes nothing (complete() makes the
     changes first). -> config."""
+    check_names_and_values(config, defaults)
+    check_run_shape(config)
+    check_checkpoints_and_outputs(config)
+    # The env's own arguments are checked by the env (complete() gave it the reward settings).
+    from envs import validate_env_args
+
+    validate_env_args(config["env"], config["env_args"])
+    return config
+
+
+def check_names_and_values(config, defaults=None):
+    """Every registry name registered, every key's value of its declared type and range."""
     # Registries are imported here so that a bad name is refused before anything starts.
     from components.action_selectors import REGISTRY as sel_REGISTRY
     from controllers import REGISTRY as mac_REGISTRY
     from envs import REGISTRY as env_REGISTRY
-    from envs import validate_env_args
     from learners import REGISTRY as le_REGISTRY
     from modules.agents import REGISTRY as agent_REGISTRY
     from modules.critics import REGISTRY as critic_REGISTRY
@@ -126,7 +137,15 @@ def validate(config, defaults=None):
             spec.check(key, config[key], defaults.get(key))  # raises on a bad value
     if config.get("use_wandb") and importlib.util.find_spec("wandb") is None:
         raise ConfigError("use_wandb=True needs the wandb package: pip install wandb")
+
+
+def check_run_shape(config):
+    """Sizes that must fit together, and what the learner, controller and mixer declare they
+    support."""
+    from controllers import REGISTRY as mac_REGISTRY
+    from learners import REGISTRY as le_REGISTRY
     from modules.agents.transformer_agent import head_count_error
+    from modules.mixers import REGISTRY as mixer_REGISTRY
 
     if message := head_count_error(config["transformer_embed_dim"], config["transformer_n_head"]):
         raise ConfigError(message)
@@ -146,6 +165,13 @@ def validate(config, defaults=None):
             f"(batch_size_run={config['batch_size_run']}); use at most {config['batch_size_run']}, or null"
         )
     check_capabilities(config, le_REGISTRY, mac_REGISTRY, mixer_REGISTRY)
+
+
+def check_checkpoints_and_outputs(config):
+    """Evaluation, cross-play and resume need their checkpoints; replays need an env that saves
+    them; the results folder must be writable."""
+    from utils.checkpoint import check_checkpoint
+
     if config["evaluate"] and not config["checkpoint_path"] and not config["team_checkpoints"]:
         raise ConfigError(
             "evaluate=True needs checkpoint_path=<folder of saved models> "
@@ -156,8 +182,6 @@ def validate(config, defaults=None):
             raise ConfigError(
                 "team_checkpoints (cross-play) needs evaluate=True: it evaluates, it does not train"
             )
-        from utils.checkpoint import check_checkpoint
-
         for team, folder in config["team_checkpoints"].items():
             if not isinstance(folder, str) or not os.path.isdir(folder):
                 raise ConfigError(f"team_checkpoints.{team}={folder!r} is not a folder")
@@ -165,8 +189,6 @@ def validate(config, defaults=None):
     if config["checkpoint_path"]:
         if not os.path.isdir(config["checkpoint_path"]):
             raise ConfigError(f"checkpoint_path={config['checkpoint_path']!r} is not a folder")
-        from utils.checkpoint import check_checkpoint
-
         check_checkpoint(config["checkpoint_path"], config["load_step"])
     if config["save_replay"]:
         from envs import SAVES_REPLAYS
@@ -182,7 +204,3 @@ def validate(config, defaults=None):
                 "needs evaluate=True (and checkpoint_path)"
             )
     check_results_path(config)
-
-    # The env's own arguments are checked by the env (complete() gave it the reward settings).
-    validate_env_args(config["env"], config["env_args"])
-    return config

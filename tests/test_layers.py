@@ -126,3 +126,21 @@ def test_the_checks_see_a_lazy_upward_import_and_a_circle(tmp_path, monkeypatch)
     graph = imports(modules())
     assert upward(graph) == ["learners -> runners", "utils.a -> run"]
     assert circles(graph) == [["run", "utils.a"]]
+
+
+# skirmish's game loop is compiled as one function (numba): splitting it would cost its speed
+LONG_ALLOWED = {("envs.skirmish.sim", "run_loops")}
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = []
+    for name, path in modules().items():
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and (name, node.name) not in LONG_ALLOWED:
+                    long.append(f"src/{name.replace('.', '/')}.py {node.name}: {lines} lines")
+    assert not long, "split these: " + "; ".join(long)

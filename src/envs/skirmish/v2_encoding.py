@@ -71,7 +71,23 @@ class V2Encoding:
         s = self.sight[:, None]
         obs = np.zeros((na, self.obs_size), np.float32)
         obs[:, : self.move_feats] = self._move_obs()
-        # enemies; EPO tags follow sight even when fully observable, as in SMACv2
+        first = self.move_feats
+        en = self._enemy_feats(fully_observable, rel, d, s)
+        obs[:, first : first + ne * self.nf_en] = en.reshape(na, -1)
+        health = self._health_obs(slice(0, na))
+        al = self._ally_feats(fully_observable, rel, d, s, health)
+        first += ne * self.nf_en
+        obs[:, first : first + (na - 1) * self.nf_al] = al.reshape(na, -1)
+        self._own_feats(obs, first + (na - 1) * self.nf_al, health)
+        obs[~alive_a] = 0.0
+        if self.obs_timestep_number:
+            obs[:, -1] = tstep[:, 0]
+        return obs
+
+    def _enemy_feats(self, fully_observable, rel, d, s):
+        """[agents, enemies, nf_en]; EPO tags follow sight even when fully observable, as in SMACv2."""
+        na, ne = self.n_agents, self.n_enemies
+        alive_a = self.alive[:na]
         seen = self._seen(slice(na, self.n)) & alive_a[:, None]
         keep = self._epo(seen) & (alive_a[:, None] if fully_observable else seen) & self.alive[na:][None, :]
         en = np.zeros((na, ne, self.nf_en))
@@ -91,9 +107,12 @@ class V2Encoding:
         if self._enemy_mask is not None:  # masked enemies show no health, shield or type
             en[..., 4:] *= ~self._enemy_mask[..., None]
         en *= keep[..., None]
-        first = self.move_feats
-        obs[:, first : first + ne * self.nf_en] = en.reshape(na, -1)
-        # allies
+        return en
+
+    def _ally_feats(self, fully_observable, rel, d, s, health):
+        """[agents, agents - 1, nf_al]: each agent's view of its teammates."""
+        na = self.n_agents
+        alive_a = self.alive[:na]
         o = self._others
         al = np.zeros((na, na - 1, self.nf_al))
         rows = self._rows
@@ -103,7 +122,6 @@ class V2Encoding:
         al[..., 1] = d[rows, o] / s
         al[..., 2:4] = rel[rows, o] / s[..., None]
         c = 4
-        health = self._health_obs(slice(0, na))
         if self.obs_all_health:
             al[..., c] = health[o] * (not self.health_cap or self.capability_config["health"]["observe"])
             c += 1
@@ -118,10 +136,11 @@ class V2Encoding:
         if self.obs_last_action:
             al[..., c + 3 :] = self.last_action[o]
         al *= vis[..., None]
-        first += ne * self.nf_en
-        obs[:, first : first + (na - 1) * self.nf_al] = al.reshape(na, -1)
-        # own
-        c = first + (na - 1) * self.nf_al
+        return al
+
+    def _own_feats(self, obs, c, health):
+        """Writes each agent's own features into obs from column c on."""
+        na = self.n_agents
         if self.obs_own_health:
             obs[:, c] = health
             c += 1
@@ -139,10 +158,6 @@ class V2Encoding:
             obs[:, c : c + 2] = self.fov_directions
             c += 2
         obs[:, c : c + 3] = self._ally_onehot
-        obs[~alive_a] = 0.0
-        if self.obs_timestep_number:
-            obs[:, -1] = tstep[:, 0]
-        return obs
 
     def _ally_health(self):
         return self._health_obs(np.arange(self.n_agents))
