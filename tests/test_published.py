@@ -207,7 +207,7 @@ def test_detached_rows_give_differs_gradient_with_the_enlarged_count_and_changed
     a = SimpleNamespace(share_target="detached_rows", selected="PER_weight", selected_alpha=0.8,
                         selected_epsilon=0.01, beta_start=0.6, beta_end=1.0, t_max=1000,
                         schedule_horizon=0)  # fmt: skip
-    learner = SimpleNamespace(args=a, episode_weights=lambda batch: None)
+    learner = SimpleNamespace(args=a, weigh_episodes=lambda x, batch, copies=1: x)  # no PER
     torch.manual_seed(5)
     weights, q_loss, rows = QDivideLearner.row_loss(learner, None, indi, shared, 0.8, 100)
     (grad,) = torch.autograd.grad(q_loss, param, retain_graph=True)

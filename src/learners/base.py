@@ -105,6 +105,15 @@ class Learner:
         w = getattr(batch, "is_weights", None)
         return None if w is None else w.to(self.args.device).view(-1, 1, 1)
 
+    def weigh_episodes(self, x: torch.Tensor, batch: EpisodeBatch, copies: int = 1) -> torch.Tensor:
+        """x [copies * B, ...] (per-episode terms of the loss, `copies` stacks of the batch) times
+        prioritised replay's importance weight of each term's episode; x itself without PER. The
+        one place the weights are applied."""
+        w = self.episode_weights(batch)
+        if w is None:
+            return x
+        return x * (w if copies == 1 else torch.cat([w] * copies, 0))
+
     def feedback(self, td_error: torch.Tensor, mask: torch.Tensor) -> dict | None:
         """What the buffer learns from this update: with use_per, each episode's priority
         sum_t |delta_t| / sqrt(its steps) (PyMARL2's), from the masked TD errors [B, T, C] and

@@ -131,10 +131,7 @@ class QDivideLearner(QLearner):
         q_tot.retain_grad()
         delta_tot = q_tot - out.targets
         n_valid_team = mask.sum()
-        squared = (delta_tot * mask) ** 2
-        weights = self.episode_weights(batch)
-        if weights is not None:  # prioritised replay's importance weights
-            squared = squared * weights
+        squared = self.weigh_episodes((delta_tot * mask) ** 2, batch)
         mixer_loss = squared.sum() / n_valid_team
         if self.mixer_optimiser is not None:
             self.mixer_optimiser.zero_grad(set_to_none=True)
@@ -216,9 +213,7 @@ class QDivideLearner(QLearner):
             )  # fmt: skip
         weights, received_w = pool_w[:b], pool_w[b:]
         squared = torch.cat([indi.delta_i**2 * weights, received**2 * received_w], 0)
-        episode = self.episode_weights(batch)
-        if episode is not None:
-            squared = squared * torch.cat([episode, episode], 0)
+        squared = self.weigh_episodes(squared, batch, copies=2)  # the real rows, then the received
         n = pool_mask.sum()
         q_loss = squared.sum() / n
         rows = SimpleNamespace(received=received, received_w=received_w, pool_mask=pool_mask, n=n)
@@ -258,13 +253,7 @@ class QDivideLearner(QLearner):
         """sum W delta_i^2 / valid agent-steps (episodes weighted by PER's importance weights),
         plus, with share_target=receiver, the receivers' own errors on the shared transitions."""
         delta_i, n_valid = indi.delta_i, indi.mask.sum()
-        squared = delta_i**2 * weights
-        episode = self.episode_weights(batch)
-        if episode is not None:
-            squared = squared * episode
-        q_loss = squared.sum() / n_valid
+        q_loss = self.weigh_episodes(delta_i**2 * weights, batch).sum() / n_valid
         if shared is not None and self.args.share_target == "receiver":
-            q_loss = (
-                q_loss + self.receiver_loss(batch, indi.reward_i, indi.terminated, shared, episode) / n_valid
-            )
+            q_loss = q_loss + self.receiver_loss(batch, indi.reward_i, indi.terminated, shared) / n_valid
         return q_loss

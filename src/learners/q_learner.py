@@ -135,10 +135,7 @@ class QLearner(Learner):
         step_mask = mask
         mask = mask.expand_as(td_error)
         masked_td_error = td_error * mask
-        squared = masked_td_error**2
-        weights = self.episode_weights(batch)
-        if weights is not None:  # prioritised replay's importance weights
-            squared = squared * weights
+        squared = self.weigh_episodes(masked_td_error**2, batch)
         shared = None
         if self.sharer is not None:  # IQL: each agent's own errors, from the steps it is alive
             alive = mask * alive_mask(batch)[:, :-1]
@@ -152,8 +149,7 @@ class QLearner(Learner):
             rewards = out.rewards.expand(-1, -1, n)
             loss = (
                 loss
-                + self.receiver_loss(batch, rewards, out.terminated.expand(-1, -1, n), shared, weights)
-                / mask.sum()
+                + self.receiver_loss(batch, rewards, out.terminated.expand(-1, -1, n), shared) / mask.sum()
             )
         kalei = {}
         if self.kalei is not None:  # the masks' diversity term, weighed against the TD loss
@@ -181,7 +177,7 @@ class QLearner(Learner):
             )
         return self.feedback(masked_td_error, step_mask)
 
-    def receiver_loss(self, batch, rewards, terminated, shared, episode=None) -> torch.Tensor:
+    def receiver_loss(self, batch, rewards, terminated, shared) -> torch.Tensor:
         """SUPER's semantics with one network per agent: receiver j's own network on sender i's
         transition (its inputs, action and reward r_i [B, T, N], one-step target through j's
         target network, double Q as set), weighted by how often i shared the step with j. Each
@@ -197,8 +193,7 @@ class QLearner(Learner):
         for k in range(1, n):  # agents, never samples
             sender = (receivers_idx + k) % n  # receiver j's sender
             weight = shared.senders[..., sender] * shared.receivers[:, :, sender, receivers_idx]  # [B, T, N]
-            if episode is not None:
-                weight = weight * episode
+            weight = self.weigh_episodes(weight, batch)
             if bool((weight > 0).any()):
                 senders.append(sender)
                 weights.append(weight)
