@@ -78,7 +78,7 @@ def main(argv=None):
     parts = build(base_args, logger)
     runner, buffer, base = parts.runner, parts.buffer, parts.learner
     while buffer.episodes_in_buffer < a.episodes:
-        buffer.insert_episode_batch(runner.run(test_mode=False), runner.episode_rng_states)
+        buffer.insert_episode_batch(runner.run(test_mode=False))
     for _ in range(a.warm_updates):
         base.train(buffer.sample(32, runner.t_env), runner.t_env, 0)
     runner.close_env()

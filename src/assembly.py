@@ -200,7 +200,6 @@ def _assemble(args, logger, runner, env_info, buffer):
     mac = mac_REGISTRY[args.mac](full_scheme, groups, args)
     if runner is not None:
         runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
-        runner.keep_episode_rng = replay is not None  # an extra exchange per batch otherwise wasted
     learner = learner_cls(mac, full_scheme, logger, args)
     learner.to(args.device)
     return Assembly(**parts, full_scheme=full_scheme, buffer=replay, mac=mac, learner=learner)

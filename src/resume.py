@@ -15,7 +15,35 @@ from utils.seeding import process_rng_state, set_process_rng_state
 from utils.values import config_changes, describe_changes, plain_config
 
 
-def resume(args, logger, buffer, folder, meta, runner):
+class RunState:
+    """What exact resume needs of a run besides its networks, optimisers and counters, gathered
+    through the buffer's and runner's public methods, so that neither knows about resume: the
+    random state each held episode's env began from, per buffer slot, which the buffer's log
+    keeps so that a resumed run can play the episodes again (components/replay_log.py). Taken
+    only where the runner's episodes can be played again one by one (replayable_episodes)."""
+
+    def __init__(self, buffer, runner):
+        self.replayable = buffer is not None and getattr(runner, "replayable_episodes", False)
+        self.env_rng = [None] * buffer.buffer_size if self.replayable else []
+        self._coming = None  # the states the coming training episodes' envs begin from
+
+    def before_training_episodes(self, runner) -> None:
+        self._coming = runner.env_rng_states() if self.replayable else None
+
+    def stored(self, slots) -> None:
+        """The episodes just played went to the buffer's `slots`, in the batch's order."""
+        if self.replayable:
+            for slot, state in zip(slots, self._coming, strict=True):
+                self.env_rng[slot] = state
+        self._coming = None
+
+    def restore(self, states) -> None:
+        """The states of the first len(states) slots, from a checkpoint's log."""
+        if self.replayable:
+            self.env_rng[: len(states)] = states
+
+
+def resume(args, logger, buffer, folder, meta, runner, run_state=None):
     """Go on from a checkpoint: its replay buffer if it saved one, the metrics its run had
     logged up to the checkpoint copied into this run's record, so that the record holds the
     whole curve, and the random states and counters it kept, so that the run goes on as the
@@ -23,7 +51,8 @@ def resume(args, logger, buffer, folder, meta, runner):
     since the last update)."""
     console = logger.console_logger
     t_env = meta["t_env"]
-    restored, rebuilt = restore_buffer(args, console, buffer, folder, meta, runner)
+    run_state = run_state if run_state is not None else RunState(buffer, runner)
+    restored, rebuilt = restore_buffer(args, console, buffer, folder, meta, runner, run_state)
     info = {"checkpoint": os.path.abspath(folder), "t_env": t_env, "buffer_restored": restored}
     if rebuilt is not None:
         info["buffer_rebuilt"] = rebuilt  # played again from its log (False: the log did not fit)
@@ -53,22 +82,24 @@ def resume(args, logger, buffer, folder, meta, runner):
     return carried, pending
 
 
-def restore_buffer(args, console, buffer, folder, meta, runner):
-    """The checkpoint's replay buffer: loaded from buffer.th, else played again from its log.
+def restore_buffer(args, console, buffer, folder, meta, runner, run_state):
+    """The checkpoint's replay buffer: loaded from buffer.th, else played again from its log;
+    `run_state` gets the states its episodes' envs began from, for the next log.
     -> (restored, rebuilt: True/False when a log was played again, else None)."""
     if buffer is None:
         return False, None
     restored, rebuilt = load_buffer(folder, buffer), None
     if restored:
         console.info(f"replay buffer restored: {buffer.episodes_in_buffer} episodes")
-        log = read_log(folder)  # the env states the restored episodes began from, for the next log
+        log = read_log(folder)
         if log is not None and log[0]["episodes_in_buffer"] == buffer.episodes_in_buffer:
-            buffer.env_rng[: buffer.episodes_in_buffer] = log[0]["env_rng"]
+            run_state.restore(log[0]["env_rng"])
     elif os.path.isfile(os.path.join(folder, LOG)):
         started = time.time()
         why = rebuild(folder, buffer, args, runner)
         restored = rebuilt = why is None
         if restored:
+            run_state.restore(read_log(folder)[0]["env_rng"])
             console.info(
                 f"replay buffer rebuilt from {LOG}: {buffer.episodes_in_buffer} episodes played "
                 f"again in {time.time() - started:.0f} s, the same to the last bit as when saved"
@@ -143,7 +174,7 @@ def read_metrics(record):
     return metrics if isinstance(metrics, dict) else None
 
 
-def save_model(args, runner, learner, episode, buffer=None, pending=0):
+def save_model(args, runner, learner, episode, buffer=None, pending=0, run_state=None):
     root = os.path.join(args.local_results_path, "models", args.unique_token)
     # The config lets cross-play rebuild this run's controller on its own (team_checkpoints).
     meta = {
@@ -154,20 +185,21 @@ def save_model(args, runner, learner, episode, buffer=None, pending=0):
         "config": plain_config(args),
     }
     # What a resumed run needs to go on exactly as this one: taken after everything this step drew.
-    run_state = {"rng": process_rng_state(args.device), "runner": runner.state_dict(), "pending": pending}
+    counters = {"rng": process_rng_state(args.device), "runner": runner.state_dict(), "pending": pending}
     # The buffer's log, with or without save_buffer: a few MB that give the buffer back where
     # buffer.th is not kept (save_buffer=False, sweep archives, fresh checkouts).
-    writers = {LOG: lambda path: write_buffer_log(buffer, path)} if buffer is not None else None
+    env_rng = run_state.env_rng if run_state is not None else []
+    writers = {LOG: lambda path: write_buffer_log(buffer, env_rng, path)} if buffer is not None else None
     kept = buffer if args.save_buffer else None
-    path = save_checkpoint(root, runner.t_env, learner, meta, kept, run_state, writers)
+    path = save_checkpoint(root, runner.t_env, learner, meta, kept, counters, writers)
     get_console_logger().info(f"saved checkpoint {path}")
 
 
-def write_buffer_log(buffer, path):
+def write_buffer_log(buffer, env_rng, path):
     """The log is a convenience beside buffer.th: a state it cannot write (an env's random state
     that is not plain values) costs the log, not the checkpoint."""
     try:
-        save_log(buffer, path)
+        save_log(buffer, env_rng, path)
     except (TypeError, ValueError) as e:
         if os.path.exists(path):
             os.remove(path)

@@ -11,7 +11,7 @@ import torch
 
 from assembly import build, env_info_summary, resolve_device
 from components.episode_buffer import EpisodeBatch
-from resume import resume, save_model
+from resume import RunState, resume, save_model
 from utils.checkpoint import find_checkpoint, load_checkpoint
 from utils.logger import Logger, Progress, get_console_logger
 from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
@@ -119,6 +119,7 @@ def run_sequential(args, logger, ending=None):
     console = logger.console_logger
     parts = build(args, logger)
     runner, buffer, learner = parts.runner, parts.buffer, parts.learner
+    run_state = RunState(buffer, runner)
     ending["runner"] = runner
     try:
         if args.team_checkpoints:  # cross-play: each team acts with its own checkpoint's controller
@@ -143,10 +144,10 @@ def run_sequential(args, logger, ending=None):
             if args.evaluate:
                 evaluate_sequential(args, runner, logger)
                 return {"t_env": runner.t_env}
-            carried, pending = resume(args, logger, buffer, folder, meta, runner)
+            carried, pending = resume(args, logger, buffer, folder, meta, runner, run_state)
 
         ending.update(t_start=runner.t_env, started=time.time())
-        train_loop(args, runner, buffer, learner, logger, episode, carried, pending)
+        train_loop(args, runner, buffer, learner, logger, episode, carried, pending, run_state)
         return {"t_env": runner.t_env}
     finally:
         runner.close_env()
@@ -162,7 +163,7 @@ def evaluate_sequential(args, runner, logger):
     logger.print_recent_stats(f"evaluation at t_env {runner.t_env}")
 
 
-def train_loop(args, runner, buffer, learner, logger, episode, resumed=False, pending=0):
+def train_loop(args, runner, buffer, learner, logger, episode, resumed=False, pending=0, run_state=None):
     t_start = runner.t_env
     if buffer is None:
         unit = f"the {args.batch_size} episodes just played (on-policy)"
@@ -178,7 +179,7 @@ def train_loop(args, runner, buffer, learner, logger, episode, resumed=False, pe
     old_threshold = gc.get_threshold()
     gc.set_threshold(50000, 50, 100)
     try:
-        _train(args, runner, buffer, learner, logger, episode, t_start, resumed, pending)
+        _train(args, runner, buffer, learner, logger, episode, t_start, resumed, pending, run_state)
     finally:
         gc.set_threshold(*old_threshold)
         gc.unfreeze()
@@ -194,12 +195,13 @@ def next_multiple(t, interval):
     return (t // interval + 1) * interval
 
 
-def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=False, pending=0):
+def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=False, pending=0, run_state=None):
     # Tests and summaries fall due when t_env crosses a multiple of their interval, tests first:
     # a summary then shows the test phase just run (when log_interval is a multiple of
     # test_interval, as in every shipped config). A test phase before any training, unless this
     # run goes on from a record that had its tests up to t_start (checkpoints are saved after
     # the tests due): then the schedule is the uninterrupted run's.
+    run_state = run_state if run_state is not None else RunState(buffer, runner)
     next_test_t = next_multiple(t_start, args.test_interval) if resumed else t_start
     next_log_t = next_multiple(t_start, args.log_interval)
     model_save_t = t_start
@@ -214,8 +216,9 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
             episode += train_on_policy(args, runner, learner, episode)
         else:
             t_before = runner.t_env
+            run_state.before_training_episodes(runner)
             episode_batch = runner.run(test_mode=False)
-            buffer.insert_episode_batch(episode_batch, runner.episode_rng_states)
+            run_state.stored(buffer.insert_episode_batch(episode_batch))
             learner.observe(episode_batch)
             if args.train_interval_steps:
                 pending += runner.t_env - t_before
@@ -258,10 +261,10 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
         # nothing, and its resumed run goes on with the next step.
         if args.save_model and runner.t_env - model_save_t >= args.save_model_interval:
             model_save_t = runner.t_env
-            save_model(args, runner, learner, episode, buffer, pending)
+            save_model(args, runner, learner, episode, buffer, pending, run_state)
 
     if args.save_model and model_save_t != runner.t_env:  # not saved a second time at that step
-        save_model(args, runner, learner, episode, buffer, pending)
+        save_model(args, runner, learner, episode, buffer, pending, run_state)
     logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
 
 

@@ -129,14 +129,32 @@ def test_buffer_wraps_around():
     assert buf.episodes_in_buffer == 5
 
 
+class _Runner:
+    """Gives the env states the coming episodes begin from, as the episode and parallel runners."""
+
+    replayable_episodes = True
+
+    def __init__(self):
+        self.coming = []
+
+    def env_rng_states(self):
+        return self.coming
+
+
 def test_each_slot_keeps_the_env_state_its_episode_began_from():
-    # The buffer's log pairs each stored episode with its env's random state: across the wrap too.
-    buf = replay(5)
-    buf.insert_episode_batch(fill(batch(bs=3), [0, 1, 2]), [{"s": 0}, {"s": 1}, {"s": 2}])
-    buf.insert_episode_batch(fill(batch(bs=3), [3, 4, 5]), [{"s": 3}, {"s": 4}, {"s": 5}])
-    assert [e["s"] for e in buf.env_rng] == held(buf, "ep_id")[:, 0].long().tolist() == [5, 1, 2, 3, 4]
-    buf.insert_episode_batch(fill(batch(bs=2), [6, 7]))  # a runner that cannot give one
-    assert buf.env_rng == [{"s": 5}, None, None, {"s": 3}, {"s": 4}]
+    # The run's state pairs each stored episode with its env's random state: across the wrap too.
+    from resume import RunState
+
+    buf, runner = replay(5), _Runner()
+    state = RunState(buf, runner)
+    for ids in ([0, 1, 2], [3, 4, 5]):
+        runner.coming = [{"s": i} for i in ids]
+        state.before_training_episodes(runner)
+        state.stored(buf.insert_episode_batch(fill(batch(bs=3), ids)))
+    assert [e["s"] for e in state.env_rng] == held(buf, "ep_id")[:, 0].long().tolist() == [5, 1, 2, 3, 4]
+    assert buf.insert_episode_batch(fill(batch(bs=3), [6, 7, 8])) == [1, 2, 3]  # the slots, in order
+    runner.replayable_episodes = False  # a runner whose episodes cannot be played again alone
+    assert RunState(buf, runner).env_rng == []
 
 
 @pytest.mark.parametrize("ids", [[0, 1, 2], [0, 1, 2, 3, 4, 5]])  # part filled; wrapped around
@@ -290,8 +308,9 @@ def test_buffer_log_keeps_what_the_agents_chose_and_a_digest_of_the_rest(tmp_pat
     for i in range(3):
         chosen = (np.arange(7)[:, None, None] + np.arange(N)[None, :, None] + i) % A
         b.update({"actions": chosen}, bs=i, ts=slice(0, 7))
-    buf.insert_episode_batch(b, [{"s": 0}, {"s": 1}, {"s": 2}])
-    assert save_log(buf, str(tmp_path / "buffer_log.npz"))
+    states = [{"s": 0}, {"s": 1}, {"s": 2}, None, None]  # per slot
+    assert buf.insert_episode_batch(b) == [0, 1, 2]
+    assert save_log(buf, states, str(tmp_path / "buffer_log.npz"))
     meta, fields = read_log(str(tmp_path))
     assert meta["env_rng"] == [{"s": 0}, {"s": 1}, {"s": 2}] and meta["digest"] == digest(buf)
     assert torch.equal(fields["actions"], held(buf, "actions")) and fields["actions"].dtype == torch.long
@@ -301,4 +320,5 @@ def test_buffer_log_keeps_what_the_agents_chose_and_a_digest_of_the_rest(tmp_pat
     assert digest(buf) != meta["digest"]  # any bit of any field
 
     buf.insert_episode_batch(fill(batch(bs=1), [3]))  # an episode whose env state is unknown
-    assert not save_log(buf, str(tmp_path / "other.npz")) and not (tmp_path / "other.npz").exists()
+    assert not save_log(buf, states, str(tmp_path / "other.npz")) and not (tmp_path / "other.npz").exists()
+    assert not save_log(buf, [], str(tmp_path / "other.npz"))  # no states kept (vector runner)

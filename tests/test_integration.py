@@ -370,8 +370,6 @@ def test_buffer_too_large_for_memory_is_refused(tmp_path, capsys):
 class _CountingRunner:
     """Plays `steps` env steps per call, like a runner of batch_size_run episodes."""
 
-    episode_rng_states = None
-
     def __init__(self, steps, batch_size=1):
         self.t_env, self.steps, self.batch_size = 0, steps, batch_size
 
@@ -385,8 +383,9 @@ class _Buffer:
     def __init__(self, ready_after):
         self.inserted, self.ready_after = 0, ready_after
 
-    def insert_episode_batch(self, batch, env_rng=None):
+    def insert_episode_batch(self, batch):
         self.inserted += 1
+        return [self.inserted - 1]
 
     def can_sample(self, n):
         return self.inserted >= self.ready_after
@@ -529,14 +528,16 @@ def test_a_resume_without_a_seed_goes_on_with_the_runs_own(tmp_path):
 
 
 def test_a_buffer_log_that_cannot_be_written_costs_the_log_not_the_checkpoint(tmp_path, monkeypatch):
-    from components.episode_buffer import ReplayBuffer
+    from resume import RunState
 
-    insert = ReplayBuffer.insert_episode_batch
+    take = RunState.before_training_episodes
 
-    def with_odd_state(self, batch, env_rng=None):  # as an env whose state JSON cannot hold
-        insert(self, batch, None if env_rng is None else [{"odd": object()} for _ in env_rng])
+    def with_odd_state(self, runner):  # as an env whose state JSON cannot hold
+        take(self, runner)
+        if self._coming is not None:
+            self._coming = [{"odd": object()} for _ in self._coming]
 
-    monkeypatch.setattr(ReplayBuffer, "insert_episode_batch", with_odd_state)
+    monkeypatch.setattr(RunState, "before_training_episodes", with_odd_state)
     argv = ["save_model=True", "save_model_interval=100", "save_buffer=True"]
     assert run_main(tmp_path, "qmix", extra=argv) == 0
     root = glob.glob(os.path.join(str(tmp_path), "models", "*"))[0]

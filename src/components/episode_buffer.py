@@ -328,9 +328,6 @@ class ReplayBuffer:
         self.used = 0  # rows held, the `used` rows before head (mod span)
         self.buffer_index = 0
         self.episodes_in_buffer = 0
-        # per stored episode, the env's random state before it began (None: not known), so that
-        # a checkpoint can keep the buffer as a log of how to play it again (replay_log.py)
-        self.env_rng = [None] * buffer_size
 
     @property
     def _tail(self) -> int:
@@ -386,30 +383,28 @@ class ReplayBuffer:
             live[live >= tail] += shift
         self.span = new_span
 
-    def insert_episode_batch(self, ep_batch: EpisodeBatch, env_rng: list | None = None) -> None:
-        """env_rng: the random state of the env of each episode before it began, if known."""
+    def insert_episode_batch(self, ep_batch: EpisodeBatch) -> list[int]:
+        """-> the slots the batch's episodes went to, in the batch's order."""
         n = ep_batch.batch_size
         if self.buffer_index + n > self.buffer_size:
             left = self.buffer_size - self.buffer_index
-            head, tail = (env_rng[:left], env_rng[left:]) if env_rng is not None else (None, None)
-            self.insert_episode_batch(ep_batch[0:left, :], head)
-            self.insert_episode_batch(ep_batch[left:, :], tail)
-            return
+            return self.insert_episode_batch(ep_batch[0:left, :]) + self.insert_episode_batch(
+                ep_batch[left:, :]
+            )
         slots = slice(self.buffer_index, self.buffer_index + n)
         if self.episodes_in_buffer == self.buffer_size:  # the n oldest leave
             leaving = self.rows[slots]
             if self.used and int(self.offset[self.buffer_index]) != self._tail:
                 raise RuntimeError("replay buffer: the leaving episode is not the oldest held")
             self.used -= int(leaving.sum())
-        self._append(slots, ep_batch, env_rng)
+        self._append(slots, ep_batch)
         self.buffer_index += n
         self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
         self.buffer_index %= self.buffer_size
+        return list(range(slots.start, slots.stop))
 
-    def _append(self, slots: slice, ep_batch: EpisodeBatch, env_rng: list | None) -> None:
+    def _append(self, slots: slice, ep_batch: EpisodeBatch) -> None:
         """Write the batch's episodes to `slots`, their rows after the newest held."""
-        n = ep_batch.batch_size
-        self.env_rng[slots] = env_rng if env_rng is not None else [None] * n
         filled = ep_batch.data.transition_data["filled"][:, :, 0].cpu().bool()
         rows = filled.sum(1)
         total = int(rows.sum())
@@ -425,11 +420,11 @@ class ReplayBuffer:
         self.head = (self.head + total) % self.span
         self.used += total
 
-    def refill(self, slot: int, episode: EpisodeBatch, env_rng=None) -> None:
+    def refill(self, slot: int, episode: EpisodeBatch) -> None:
         """Put `episode` (a batch of one) back in `slot` of a buffer emptied by clear(), the held
         episodes given oldest first (a log's replay, which then sets buffer_index); the rows go
         where they would have gone had the episodes entered in that order."""
-        self._append(slice(slot, slot + 1), episode, env_rng)
+        self._append(slice(slot, slot + 1), episode)
         self.episodes_in_buffer = max(self.episodes_in_buffer, slot + 1)
 
     def age_order(self, n: int, buffer_index: int) -> list:
@@ -444,7 +439,6 @@ class ReplayBuffer:
         self.buffer_index = self.episodes_in_buffer = 0
         self.head = self.used = 0
         self.rows.zero_()
-        self.env_rng[:] = [None] * self.buffer_size
 
     # --- reading ------------------------------------------------------------------------------
     def _padded_index(self, ep_ids, length):

@@ -21,11 +21,15 @@ class PrioritisedReplayBuffer(ReplayBuffer):
         self.priorities = np.zeros(buffer_size)  # p_k (priority + epsilon) of each slot
         self.max_priority = 1.0
 
-    def insert_episode_batch(self, ep_batch, env_rng=None):
-        n, start = ep_batch.batch_size, self.buffer_index
-        super().insert_episode_batch(ep_batch, env_rng)
-        slots = (start + np.arange(n)) % self.buffer_size
+    def insert_episode_batch(self, ep_batch):
+        slots = super().insert_episode_batch(ep_batch)
         self.priorities[slots] = self.max_priority
+        return slots
+
+    def restore_priorities(self, priorities, max_priority):
+        """What an earlier run had learned of the held episodes (a log's replay)."""
+        self.priorities[: len(priorities)] = priorities
+        self.max_priority = max_priority
 
     def probabilities(self):
         """P over the stored episodes [episodes_in_buffer]."""

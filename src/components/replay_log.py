@@ -67,13 +67,14 @@ def _compact(a):
     return a
 
 
-def save_log(buffer, path):
-    """Write the log of `buffer` to path. -> False (nothing written) when some stored episode has
-    no env random state or the controller wrote fields a replay cannot give back."""
+def save_log(buffer, env_rng, path):
+    """Write the log of `buffer` to path; env_rng: per slot, the random state its episode's env
+    began from (None: not known). -> False (nothing written) when some stored episode's is not
+    known or the controller wrote fields a replay cannot give back."""
     n = buffer.episodes_in_buffer
-    states = buffer.env_rng[:n]
+    states = list(env_rng[:n])
     steps, consts = agent_fields(buffer)
-    if n == 0 or steps != ["actions"] or any(s is None for s in states):
+    if n == 0 or len(states) < n or steps != ["actions"] or any(s is None for s in states):
         return False
     stored = buffer.episodes(range(n), fields=steps)  # padded to the longest
     arrays, fields = {}, {}

@@ -32,6 +32,10 @@ class RunnerBase:
     as <prefix>return_mean, <prefix><key>_mean, ... (with individual rewards also per agent and,
     in competitive envs, per team: <prefix><team>_return_mean)."""
 
+    # each env plays one episode of a run() call from the state env_rng_states() gives just
+    # before it, alone, so one episode can be played again from that state (a buffer's log)
+    replayable_episodes = False
+
     def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         self.args = args
         self.logger = logger
@@ -39,15 +43,12 @@ class RunnerBase:
         self.train_returns, self.test_returns = [], []
         self.train_stats, self.test_stats = {}, {}
         self.log_train_stats_t = -1000000
-        # the random state of each env before the last training episodes began, taken only where
-        # a replay buffer keeps the episodes (assembly sets keep_episode_rng): its log needs them
-        self.keep_episode_rng = False
-        self.episode_rng_states = None
         # the env's extra per-step fields this run records (assembly sets args.step_fields)
         self.step_fields = tuple(getattr(args, "step_fields", ()))
         self.pre_fields = PRE_FIELDS + self.step_fields
 
     def setup(self, scheme: dict, groups: dict[str, int], preprocess: dict, mac: BasicMAC) -> None:
+        self.batch_scheme, self.batch_groups = scheme, groups  # what new_batch builds
         self.new_batch = partial(
             EpisodeBatch,
             scheme,

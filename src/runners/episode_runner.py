@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # annotations only
 class EpisodeRunner(RunnerBase):
     """One env in this process; each run() plays one episode."""
 
+    replayable_episodes = True
+
     def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         super().__init__(args, logger)
         self.batch_size = 1
@@ -41,8 +43,6 @@ class EpisodeRunner(RunnerBase):
 
     def run(self, test_mode: bool = False) -> EpisodeBatch:
         batch = self.new_batch()
-        if self.keep_episode_rng and not test_mode:  # what a replay of this episode needs
-            self.episode_rng_states = [self.env.get_rng_state()]
         self.env.reset()
         self.t = 0
         self.start_episode(batch)

@@ -137,6 +137,8 @@ class ParallelRunner(RunnerBase):
     """batch_size_run envs spread over env_workers processes; each run() plays one episode per
     env, and the controller acts for all of them in one forward pass."""
 
+    replayable_episodes = True
+
     def __init__(self, args: SimpleNamespace, logger: Logger) -> None:
         super().__init__(args, logger)
         self.batch_size = args.batch_size_run
@@ -250,8 +252,6 @@ class ParallelRunner(RunnerBase):
         return batch
 
     def run(self, test_mode: bool = False) -> EpisodeBatch:
-        if self.keep_episode_rng and not test_mode:  # what a replay of these episodes needs
-            self.episode_rng_states = self.env_rng_states()
         batch = self._reset()
         n = self.batch_size
         self.start_episode(batch)

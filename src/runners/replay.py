@@ -52,7 +52,7 @@ def rebuild(folder, buffer, args, runner):
     vshape = buffer.scheme["actions"]["vshape"]
     n_agents = buffer.steps["actions"].shape[1]
     action_shape = (n_agents,) if tuple(vshape) == (1,) else (n_agents, *vshape)
-    scheme, groups = runner.new_batch.args[0], runner.new_batch.args[1]
+    scheme, groups = runner.batch_scheme, runner.batch_groups
     player = EpisodeRunner(SimpleNamespace(**{**vars(args), "device": "cpu"}), _Silent())
     scripted = _ScriptedController(runner.mac, fields, action_shape)
     player.setup(scheme, groups, buffer.preprocess, scripted)
@@ -62,13 +62,11 @@ def rebuild(folder, buffer, args, runner):
         # oldest first, each to its slot, so that the rows lie as the run's did
         for i in buffer.age_order(meta["episodes_in_buffer"], meta["buffer_index"]):
             scripted.i = i
-            state = meta["env_rng"][i]
-            player.env.set_rng_state(state)
-            buffer.refill(i, player.run(test_mode=False), [state])
+            player.env.set_rng_state(meta["env_rng"][i])
+            buffer.refill(i, player.run(test_mode=False))
         buffer.buffer_index = meta["buffer_index"]
-        if "priorities" in meta and hasattr(buffer, "priorities"):
-            buffer.priorities[: len(meta["priorities"])] = meta["priorities"]
-            buffer.max_priority = meta["max_priority"]
+        if "priorities" in meta and hasattr(buffer, "restore_priorities"):
+            buffer.restore_priorities(meta["priorities"], meta["max_priority"])
         if digest(buffer) != meta["digest"]:
             why = "the episodes played again differ from the saved ones"
     except Exception as e:  # a log this run cannot play: the run goes on as without one

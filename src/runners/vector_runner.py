@@ -24,6 +24,11 @@ class VectorRunner(ParallelRunner):
 
     CHECK_EVERY = 8  # steps between checks whether every episode is over (a read from the device)
 
+    @property
+    def replayable_episodes(self) -> bool:
+        # a batched env has one random state for all its copies: no copy's episode replays alone
+        return not self.batched
+
     def _start_envs(self, args):
         make = batched(args.env, args.env_args, getattr(args, "numpy_mpe", True))
         if make is not None and not set(self.step_fields) <= set(getattr(make, "step_fields", ())):
