@@ -112,15 +112,7 @@ def load_defaults():
 
 def section_keys(sections):
     """The top-level keys of default.yaml under the given `# --- <section> ---` headings."""
-    keys, current = [], None
-    with open(os.path.join(CONFIG_DIR, "default.yaml")) as f:
-        for line in f:
-            heading = re.match(r"# --- (.+) ---\s*$", line)
-            if heading:
-                current = heading.group(1)
-            elif current in sections and re.match(r"\w+:", line):
-                keys.append(line.split(":", 1)[0])
-    return keys
+    return [key.name for key in default_file_keys() if key.family in sections]
 
 
 class KeySpec:
