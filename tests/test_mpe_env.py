@@ -158,7 +158,7 @@ def test_direct_aec_stepping_matches_the_parallel_api(scenario, continuous):
 )
 def test_numpy_simple_spread_equals_mpe2_bit_for_bit(options):
     from envs.mpe_batch import SimpleSpreadBatch
-    from runners.parallel_runner import env_command, stack_replies
+    from runners.base import env_command, stack_replies
     from utils.seeding import env_seed
 
     B, seed = 5, 7

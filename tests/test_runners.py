@@ -258,3 +258,33 @@ def test_an_env_given_another_envs_random_state_plays_its_next_episodes(name, en
     again = [_first_obs(fresh) for _ in range(3)]
     assert all(np.array_equal(a, b) for a, b in zip(ahead, again, strict=True))
     assert not np.array_equal(from_seed, again[0])
+
+
+def test_one_episode_loop():
+    """Every runner plays its episodes with RunnerBase.run (the vector runner's on-device path
+    aside), and the time-limit rule is written once: transition_fields."""
+    import inspect
+
+    from runners import REGISTRY as r_REGISTRY
+    from runners import base
+    from runners.vector_runner import VectorRunner
+
+    for name in ("episode", "parallel", "vector"):
+        assert r_REGISTRY[name].run in (base.RunnerBase.run, VectorRunner.run), name
+    dispatch = inspect.getsource(VectorRunner.run)  # on-device VMAS, else RunnerBase.run
+    assert "super().run(" in dispatch and "while" not in dispatch and "for " not in dispatch
+    for name in ("episode_runner", "parallel_runner", "vector_runner"):
+        text = inspect.getsource(__import__(f"runners.{name}", fromlist=["x"]))
+        assert '"terminated":' not in text and "~cut" not in text, name
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_transition_fields_time_limit_rule(kind):
+    from runners.base import transition_fields
+
+    arr = np.asarray if kind == "numpy" else torch.as_tensor
+    ended = arr([True, True, False])
+    cut = arr([False, True, False])  # env 1 was cut by its episode limit
+    out = transition_fields(arr([1.0, 2.0, 3.0]), ended, cut, arr([[1, 0], [0, 0], [0, 0]]))
+    assert out["terminated"].tolist() == [[True], [False], [False]]
+    assert out["reward"].shape == (3, 1) and out["indi_terminated"].shape == (3, 2)

@@ -5,10 +5,10 @@ import torch
 
 from envs import REGISTRY as env_REGISTRY
 from envs import batched
-from runners.parallel_runner import STACKED, ParallelRunner, env_args_for, env_command, stack_replies
+from runners.base import STACKED, RunnerBase, env_args_for, env_command, stack_replies, transition_fields
 
 
-class VectorRunner(ParallelRunner):
+class VectorRunner(RunnerBase):
     """batch_size_run envs stepped one after another in this process, acting for all of them in
     one forward pass: the parallel runner's episodes without its worker processes and pipes. For
     envs that step fast (MPE: about 0.3 ms), the pipes and process switches cost more than the
@@ -76,11 +76,8 @@ class VectorRunner(ParallelRunner):
                 info_sums[k] = info_sums.get(k, 0.0) + v * _per_row(alive, v)
             lengths += alive
             cut_at_end |= alive & r["cut"]
-            post = {
-                "reward": r["reward"].reshape(n, -1),
-                "terminated": r["terminated"][:, None],
-                "indi_terminated": r["terminated"][:, None].expand(n, env.n_agents),
-            }
+            indi = r["terminated"][:, None].expand(n, env.n_agents)
+            post = transition_fields(r["reward"], done, r["cut"], indi)
             self._masked_update(batch, post, t, alive)
             self.t = t + 1
             data = {k: r[k] for k in self.pre_fields}
