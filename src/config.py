@@ -14,6 +14,7 @@ import yaml
 
 from config_keys import CONFIG_DIR, ROOT, key_specs, load_defaults, load_yaml, section_keys, yaml_error
 from utils.errors import ConfigError
+from utils.keys import current_names
 from utils.registry import unknown_name_message
 from utils.values import coerce
 from validation import project_path, results_base, validate
@@ -368,6 +369,9 @@ def resumed_config(folder, saved, alg_name, env_name, overrides, defaults):
                 f"{flag} out: {what} takes the checkpoint's own settings"
             )
     config = copy.deepcopy(defaults)
+    saved, renamed = current_names(saved)
+    for former, current in renamed:
+        print(f"note: {folder}/meta.json: {former} read as {current} (its current name)", file=sys.stderr)
     for key, value in saved.items():
         if key in defaults and key not in NOT_INHERITED:
             config[key] = copy.deepcopy(value)

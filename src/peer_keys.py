@@ -13,6 +13,8 @@ Registry names that differ (PyMARL2's `nq_learner`, `n_mac`, `n_rnn`; EPyMARL's 
 are in VALUE_NAMES. Any other unknown key is refused by config.py with the nearest valid names.
 """
 
+from utils.keys import FORMER_NAMES
+
 Q_LEARNERS = {"q_learner", "q_divide_learner"}
 AC_LEARNERS = {"actor_critic_learner", "ppo_learner", "coma_learner"}
 EPYMARL_HIDDEN_DIM = 64  # EPyMARL's default.yaml; its critics take hidden_dim too
@@ -96,6 +98,10 @@ RENAMED = {
     # their False lets every other agent receive: with the own-error receive, the sender's own
     "use_visible_matrix": (lambda v, c: {} if v else {"share_receive": "own"}, PUBLISHED),
 }
+# DIFFER's keys under the names PyMARL3 and the published INSPIRE code give them (and ours had
+# until they took the selected_ prefix: utils/keys.py's FORMER_NAMES)
+for _former, _current in FORMER_NAMES.items():
+    RENAMED[_former] = (lambda v, c, k=_current: {k: v}, "DIFFER's name in PyMARL3; ours before 2026-12")
 # key -> (accepted(value, the file's keys), what another value would ask for)
 IMPLIED = {
     "repeat_id": (lambda v, c: True, "Sacred bookkeeping"),

@@ -210,14 +210,14 @@ def test_selection_stays_on_the_input_device(device):
 
 def test_warm_up_and_beta_schedules_hit_their_end_points():
     a = SimpleNamespace(
-        warm_up=True,
+        selected_warm_up=True,
         selected_ratio=0.6,
         selected_ratio_start=0.8,
         selected_ratio_end=1.0,
-        warm_up_ratio=0.6,
+        selected_warm_up_ratio=0.6,
         t_max=1000,
-        beta_start=0.6,
-        beta_end=1.0,
+        selected_beta_start=0.6,
+        selected_beta_end=1.0,
     )
     assert selected_ratio(a, 0) == pytest.approx(0.8)
     assert selected_ratio(a, 300) == pytest.approx(0.9)
@@ -225,7 +225,7 @@ def test_warm_up_and_beta_schedules_hit_their_end_points():
     assert selected_ratio(a, 1000) == 1.0
     assert per_beta(a, 0) == pytest.approx(0.6) and per_beta(a, 1000) == pytest.approx(1.0)
     assert per_beta(a, 500) == pytest.approx(0.8)
-    a.warm_up = False
+    a.selected_warm_up = False
     assert selected_ratio(a, 0) == 0.6 and selected_ratio(a, 1000) == 0.6
 
 
@@ -241,7 +241,7 @@ def test_warm_up_and_beta_schedules_hit_their_end_points():
             [
                 "learner=q_divide_learner",
                 "selected=PER_weight",
-                "warm_up=True",
+                "selected_warm_up=True",
                 "selected_alpha=0.8",
                 "save_model=True",
                 "save_model_interval=100",

@@ -205,7 +205,7 @@ def test_detached_rows_give_differs_gradient_with_the_enlarged_count_and_changed
     has[0, 2, 1] = has[1, 0, 2] = True
     shared = SimpleNamespace(source=source, has=has)
     a = SimpleNamespace(share_target="detached_rows", selected="PER_weight", selected_alpha=0.8,
-                        selected_epsilon=0.01, beta_start=0.6, beta_end=1.0, t_max=1000,
+                        selected_epsilon=0.01, selected_beta_start=0.6, selected_beta_end=1.0, t_max=1000,
                         schedule_horizon=0)  # fmt: skip
     learner = SimpleNamespace(args=a, weigh_episodes=lambda x, batch, copies=1: x)  # no PER
     torch.manual_seed(5)

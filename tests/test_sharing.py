@@ -178,8 +178,9 @@ def test_per_qmix_trains(tmp_path):
 
 def test_schedule_horizon_gives_a_longer_runs_schedules_at_every_step():
     base = dict(
-        warm_up=True, selected_ratio=0.6, selected_ratio_start=0.8, selected_ratio_end=1.0, warm_up_ratio=0.6,
-        beta_start=0.6, beta_end=1.0, share_ratio_start=0.0, share_ratio_end=0.5, share_warm_up_ratio=0.6,
+        selected_warm_up=True, selected_ratio=0.6, selected_ratio_start=0.8, selected_ratio_end=1.0,
+        selected_warm_up_ratio=0.6, selected_beta_start=0.6, selected_beta_end=1.0,
+        share_ratio_start=0.0, share_ratio_end=0.5, share_warm_up_ratio=0.6,
     )  # fmt: skip
     short = SimpleNamespace(**base, t_max=1_000_000, schedule_horizon=2_050_000)
     full = SimpleNamespace(**base, t_max=2_050_000, schedule_horizon=None)

@@ -23,10 +23,10 @@ declare_keys(
         "selected_ratio",
         0.9,
         "float in [0, 1]",
-        "share of valid agent-steps selected (when warm_up is False)",
+        "share of valid agent-steps selected (when selected_warm_up is False)",
     ),
     (
-        "warm_up",
+        "selected_warm_up",
         True,
         None,
         "anneal the ratio from selected_ratio_start to selected_ratio_end",
@@ -35,19 +35,19 @@ declare_keys(
         "selected_ratio_start",
         0.8,
         "float in [0, 1]",
-        "ratio at t_env = 0 (warm_up)",
+        "ratio at t_env = 0 (selected_warm_up)",
     ),
     (
         "selected_ratio_end",
         1.0,
         "float in [0, 1]",
-        "ratio after warm_up_ratio * t_max env steps (warm_up)",
+        "ratio after selected_warm_up_ratio of the schedule horizon (selected_warm_up)",
     ),
     (
-        "warm_up_ratio",
+        "selected_warm_up_ratio",
         0.6,
         "float in [0, 1]",
-        "share of t_max over which the ratio anneals",
+        "share of the schedule horizon over which the ratio anneals",
     ),
     (
         "selected_alpha",
@@ -62,13 +62,13 @@ declare_keys(
         "PER priority floor for valid samples",
     ),
     (
-        "beta_start",
+        "selected_beta_start",
         0.6,
         "float in [0, 1]",
         "PER importance-weight exponent at t_env = 0",
     ),
     (
-        "beta_end",
+        "selected_beta_end",
         1.0,
         "float in [0, 1]",
         "PER importance-weight exponent at schedule_horizon",
@@ -95,18 +95,22 @@ def annealed(start, end, progress, over):
 
 
 def selected_ratio(args, t_env):
-    """kappa: warm-up from selected_ratio_start to selected_ratio_end over warm_up_ratio of the
+    """kappa: warm-up from selected_ratio_start to selected_ratio_end over selected_warm_up_ratio of the
     schedule horizon."""
-    if not args.warm_up:
+    if not args.selected_warm_up:
         return args.selected_ratio
     return annealed(
-        args.selected_ratio_start, args.selected_ratio_end, schedule_progress(args, t_env), args.warm_up_ratio
+        args.selected_ratio_start,
+        args.selected_ratio_end,
+        schedule_progress(args, t_env),
+        args.selected_warm_up_ratio,
     )
 
 
 def per_beta(args, t_env):
-    """DIFFER's importance-weight exponent, from beta_start to beta_end over the schedule horizon."""
-    return annealed_beta(args.beta_start, args.beta_end, t_env, horizon(args))
+    """DIFFER's importance-weight exponent, from selected_beta_start to selected_beta_end over
+    the schedule horizon."""
+    return annealed_beta(args.selected_beta_start, args.selected_beta_end, t_env, horizon(args))
 
 
 def selection_weights(e, mask, mode, ratio, alpha=0.6, epsilon=0.01, beta=0.6, generator=None):

@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 
+from utils.keys import FORMER_NAMES
 from utils.values import SAME_EXPERIMENT
 
 # Columns of load_runs that are not config keys.
@@ -57,6 +58,7 @@ def apply_filters(df, filters):
         if "=" not in f:
             raise SystemExit(f"error: --filter '{f}' must look like KEY=VALUE")
         key, value = f.split("=", 1)
+        key = FORMER_NAMES.get(key, key)
         if key not in df.columns:
             raise SystemExit(
                 f"error: --filter key '{key}' is not a config key of these runs; "

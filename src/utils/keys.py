@@ -18,6 +18,33 @@ from dataclasses import dataclass
 
 DECLARED = {}  # key name -> Key, in declaration order
 
+# Keys renamed to carry their family's prefix (they collided with another family's in the one
+# namespace): the former name is still read, as the current one, in YAML files and on the command
+# line (peer_keys.py: with a note), in a checkpoint's saved settings (config.resumed_config: with
+# a note), in run records (utils/results.py) and in plot filters.
+# PyMARL3's DIFFER and the published INSPIRE code use the former names.
+FORMER_NAMES = {
+    "warm_up": "selected_warm_up",
+    "warm_up_ratio": "selected_warm_up_ratio",
+    "beta_start": "selected_beta_start",
+    "beta_end": "selected_beta_end",
+}
+
+
+def current_names(cfg: dict) -> tuple[dict, list[tuple[str, str]]]:
+    """cfg with each former key name read as its current one (a current name given beside its
+    former one wins) -> (that cfg, [(former, current), ...] renamed)."""
+    out, renamed = {}, []
+    for key, value in cfg.items():
+        new = FORMER_NAMES.get(key)
+        if new is None:
+            out[key] = value
+        else:
+            renamed.append((key, new))
+            if new not in cfg:
+                out[new] = value
+    return out, renamed
+
 
 @dataclass(frozen=True)
 class Key:

@@ -9,6 +9,7 @@ import os
 import warnings
 
 from utils.files import run_status
+from utils.keys import current_names
 
 
 def flatten(d, prefix=""):
@@ -51,6 +52,7 @@ def read_run(path):
     if not isinstance(metrics, dict) or not isinstance(config, dict):
         raise ValueError(f"{path}: unexpected contents")
     info = {"run_dir": path, "run_id": os.path.basename(path), "status": run_status(run)}
+    config, _ = current_names(config)  # records made before a key's rename: its current name
     info.update(flatten({k: v for k, v in config.items() if k != "seed"}))
     info["seed"] = config.get("seed")
     info["start_time"] = run.get("start_time")
