@@ -15,16 +15,13 @@ leaves the adversary guessing.
 
 import argparse
 import os
-import sys
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-
-from modules.agents.agent_group import AgentGroup  # noqa: E402
-from modules.agents.mlp_agent import MLPAgent  # noqa: E402
+from modules.agents.agent_group import AgentGroup
+from modules.agents.mlp_agent import MLPAgent
 
 
 def load_actors(folder):

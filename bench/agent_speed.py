@@ -19,7 +19,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "src"))
 
 
 def measure(config, env_config, task, steps, overrides, device="cpu"):

@@ -26,16 +26,12 @@ per run: its group, seed, last K, best and the first step at each --reach level.
 """
 
 import argparse
-import os
-import sys
 
 import numpy as np
 from scipy import stats
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-
-import plot  # noqa: E402  (its grouping rules, filters and the simulator note)
-from plotting.grouping import task_key  # noqa: E402
+import plot
+from plotting.grouping import task_key
 
 
 def run_values(df, steps, last):

@@ -11,13 +11,10 @@ An informative reward is high for agent 0 and near 0 for agent 1.
 """
 
 import argparse
-import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
-from modules.world_model import StateChangeModel, hide_each, hide_one_at_random, normal_divergence  # noqa: E402
+from modules.world_model import StateChangeModel, hide_each, hide_one_at_random, normal_divergence
 
 ROWS, N, A, S = 256, 2, 3, 4
 

@@ -20,7 +20,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 
 from throughput import raw_env_rate  # noqa: E402
 

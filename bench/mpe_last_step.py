@@ -11,14 +11,10 @@ given overrides; prints one JSON line with both means and their difference.
 
 import argparse
 import json
-import os
-import sys
 from types import SimpleNamespace
 
 import numpy as np
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
 
 def main():

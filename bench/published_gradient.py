@@ -13,12 +13,10 @@ import argparse
 import copy
 import json
 import os
-import sys
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
-import torch  # noqa: E402
+import torch
 
 # name -> (command line, offset of the draws' seed): the second control is DIFFER with other PER
 # draws, the spread that selection's own randomness gives

@@ -20,7 +20,6 @@ import sys
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 
 from envs.skirmish.maps import GROUP_SPAWNS, MAPS, UNITS  # noqa: E402
 

@@ -16,12 +16,9 @@ measurements, one JSON line each:
 import argparse
 import json
 import os
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "src"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import torch  # noqa: E402
 

@@ -24,11 +24,9 @@ import glob
 import json
 import math
 import os
-import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 import torch  # noqa: E402
 

@@ -17,10 +17,8 @@ Prints one markdown table row per (map, policy).
 
 import argparse
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 from skirmish_calibration import POLICIES, make_env, policy_actions, units  # noqa: E402

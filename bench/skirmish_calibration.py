@@ -37,11 +37,9 @@ import argparse
 import json
 import math
 import os
-import sys
 from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 
 import numpy as np  # noqa: E402
 

@@ -11,16 +11,25 @@ episode, resets included in the time).
 import argparse
 import json
 import os
-import sys
 import time
 
+import numpy as np
+
+from envs.skirmish.env import SkirmishEnv
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
-import numpy as np  # noqa: E402
 
-from envs.skirmish.env import SkirmishEnv  # noqa: E402
+def _test_module(name):
+    """tests/<name>.py (tests/ is no package): its scripted policies."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(os.path.dirname(HERE), "tests", f"{name}.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def random_policy(env, rng):
@@ -53,7 +62,7 @@ def speed(name, seconds):
 
 
 def win_rate(name, policy, episodes):
-    from test_skirmish import focus_fire
+    focus_fire = _test_module("test_skirmish").focus_fire
 
     env = make(name, 1)
     rng = np.random.default_rng(0)

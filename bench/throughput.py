@@ -10,14 +10,12 @@ acting (epsilon-greedy), learner off. learner_updates_per_s: QMIX updates on 32-
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 
 def raw_env_rate(steps, seed=0):

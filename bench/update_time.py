@@ -13,13 +13,11 @@ is needed; both learners see the same batch.
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
-import torch  # noqa: E402
+import torch
 
 
 def make_batch(b, t, n, obs, state, n_actions, seed=0):

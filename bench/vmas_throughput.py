@@ -16,15 +16,10 @@ or step (the step-by-step path of the other envs, through NumPy on the host ever
 
 import argparse
 import json
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-
-import torch  # noqa: E402
-from throughput import build  # noqa: E402
+import torch
+from throughput import build
 
 
 def raw_rate(scenario, b, steps, max_steps, device="cpu"):

@@ -19,7 +19,6 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from utils.errors import ConfigError  # noqa: E402
 from utils.stats import markdown_table, t_interval  # noqa: E402

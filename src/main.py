@@ -11,7 +11,6 @@ import warnings
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 # Sacred 0.8.7 imports pkg_resources, whose deprecation warning says nothing to our users.
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from config import USAGE, load_config, results_base, seed_env  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402

@@ -27,11 +27,9 @@ import os
 import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from plotting.aggregates import (  # noqa: E402
+from plotting.aggregates import (
     BOOTSTRAP,
     aggregate_iqm,
     bootstrap_band,
@@ -45,8 +43,8 @@ from plotting.aggregates import (  # noqa: E402
     summary_table,
     uneven_ends,
 )
-from plotting.export import markdown, marl_eval_name, to_marl_eval  # noqa: E402
-from plotting.grouping import (  # noqa: E402
+from plotting.export import markdown, marl_eval_name, to_marl_eval
+from plotting.grouping import (
     BOOKKEEPING,
     apply_filters,
     differing_keys,
@@ -54,13 +52,13 @@ from plotting.grouping import (  # noqa: E402
     split_groups,
     task_column,
 )
-from plotting.reference import (  # noqa: E402
+from plotting.reference import (
     check_against_reference,
     check_mean_against_reference,
     load_reference,
     reference_for,
 )
-from utils.results import load_runs  # noqa: E402
+from utils.results import load_runs
 
 # what bench/ and the tests take from here besides main
 __all__ = ["BOOTSTRAP", "BOOKKEEPING", "differing_keys", "marl_eval_name", "normalise_per_task", "main"]

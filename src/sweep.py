@@ -47,16 +47,13 @@ import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-
-from config import load_config  # noqa: E402
-from sweep_archive import (  # noqa: E402
+from config import load_config
+from sweep_archive import (
     archive_completed,
     archive_unfinished,
 )
-from sweeping.backends import exit_reason, run_local, run_ray  # noqa: E402
-from sweeping.plan import (  # noqa: E402
+from sweeping.backends import exit_reason, run_local, run_ray
+from sweeping.plan import (
     checkpointing,
     command,
     drop_buffers,
@@ -65,8 +62,8 @@ from sweeping.plan import (  # noqa: E402
     report,
     taken,
 )
-from sweeping.spec import describe, expand, load_spec, selected, spec_from_args  # noqa: E402
-from utils.errors import ConfigError  # noqa: E402
+from sweeping.spec import describe, expand, load_spec, selected, spec_from_args
+from utils.errors import ConfigError
 
 # what the tests and bench/ take from here besides main
 __all__ = [

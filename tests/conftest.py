@@ -1,14 +1,10 @@
 import os
-import sys
 
 import numpy as np
 import pytest
 import torch
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-if SRC not in sys.path:
-    sys.path.insert(0, SRC)
 
 # One thread, as runs use by default: the suite stays fast when other jobs share the cores.
 torch.set_num_threads(1)

@@ -6,12 +6,9 @@ W&B) loads protobuf. tests/test_sc2.py and tests/test_sc2v2.py call them.
     python tests/real_smac_checks.py env_info_smac | env_info_smacv2 | run_smac DIR | run_smacv2 DIR
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-
-from envs.sc2_env import protobuf_runtime  # noqa: E402
+from envs.sc2_env import protobuf_runtime
 
 protobuf_runtime()
 

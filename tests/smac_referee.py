@@ -14,15 +14,11 @@ and protobuf's runtime must be chosen before anything loads protobuf.
 
 import argparse
 import json
-import os
 import sys
 
 import numpy as np
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-sys.path.insert(0, SRC)
-
-from envs.sc2_env import protobuf_runtime  # noqa: E402
+from envs.sc2_env import protobuf_runtime
 
 protobuf_runtime()
 

@@ -11,18 +11,15 @@ Needs SMACv2 (not StarCraft II); run it in a process of its own (tests/test_smac
 """
 
 import copy
-import os
 import random
 import sys
 import types
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import smac_referee as v1  # noqa: E402  (sets up src/ on the path and protobuf's runtime)
-from envs.skirmish.args import expand  # noqa: E402
-from envs.skirmish.v2 import SkirmishV2Env  # noqa: E402
+import smac_referee as v1
+from envs.skirmish.args import expand
+from envs.skirmish.v2 import SkirmishV2Env
 
 # SMACv2's 15 scenarios (their EPO variants draw from generators that cannot be aligned)
 SCENARIOS = [

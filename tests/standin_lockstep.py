@@ -14,16 +14,13 @@ maps with PySC2, which refuses the same name twice in one process).
 import argparse
 import copy
 import json
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import smac_referee as v1  # noqa: E402  (src/ on the path, protobuf's runtime chosen)
-import smacv2_referee  # noqa: E402
-from envs.skirmish.env import SkirmishEnv  # noqa: E402
+import smac_referee as v1
+import smacv2_referee
+from envs.skirmish.env import SkirmishEnv
 
 
 def v1_pair(map_name, seed):

@@ -9,9 +9,9 @@ import sys
 
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
-from absl import flags  # noqa: E402
-from pysc2 import run_configs  # noqa: E402
-from s2clientprotocol import common_pb2, debug_pb2, raw_pb2, sc2api_pb2  # noqa: E402
+from absl import flags
+from pysc2 import run_configs
+from s2clientprotocol import common_pb2, debug_pb2, raw_pb2, sc2api_pb2
 
 flags.FLAGS(["standin_pysc2"])
 

@@ -144,3 +144,38 @@ def test_no_function_is_longer_than_80_lines():
                 if lines > MAX_FUNCTION_LINES and (name, node.name) not in LONG_ALLOWED:
                     long.append(f"src/{name.replace('.', '/')}.py {node.name}: {lines} lines")
     assert not long, "split these: " + "; ".join(long)
+
+
+# sys.path edits that choose other code on purpose: a checkout to profile, a peer framework's
+# src, and a throw-away environment that has not installed this project
+PATH_EDITS_ALLOWED = {"bench/profile_run.py", "bench/epymarl_update.py"}
+
+
+def _edits_sys_path(tree):
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("insert", "append", "extend")
+            and ast.unparse(node.func.value) == "sys.path"
+        ):
+            return True
+    return False
+
+
+def test_no_script_edits_sys_path():
+    """src/ is on the path through the project's editable install (requirements.txt's `-e .`)
+    and pytest's pythonpath: no module, bench script or test puts it there itself."""
+    root = os.path.dirname(SRC)
+    found = []
+    for folder in ("src", "bench", "tests"):
+        for base, _, files in os.walk(os.path.join(root, folder)):
+            for f in files:
+                path = os.path.join(base, f)
+                rel = os.path.relpath(path, root)
+                if f.endswith(".py") and rel not in PATH_EDITS_ALLOWED:
+                    with open(path) as fh:
+                        if _edits_sys_path(ast.parse(fh.read())):
+                            found.append(rel)
+    assert not found, found
+    assert _edits_sys_path(ast.parse("import sys\nsys.path.insert(0, 'src')"))  # the check sees one
