@@ -6,6 +6,7 @@ import glob
 import importlib.util
 import json
 import os
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,10 +23,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_bench(name):
-    """The module bench/<name>.py (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "bench", f"{name}.py"))
+    """The module bench/<name>.py (bench/ is scripts, not a package), loaded as Python runs it:
+    with bench/ first on the path, so that the sibling scripts it imports are found."""
+    bench = os.path.join(ROOT, "bench")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(bench, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, bench)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(bench)
     return module
 
 
