@@ -15,7 +15,7 @@ import torch
 
 from components.episode_buffer import POST_FIELDS, PRE_FIELDS, EpisodeBatch, ReplayBuffer
 from components.prioritised_buffer import PrioritisedReplayBuffer
-from components.schedules import annealed_beta, horizon
+from components.schedules import horizon, linear
 from components.transforms import OneHot
 from config import load_defaults, section_keys
 from controllers import REGISTRY as mac_REGISTRY
@@ -180,7 +180,7 @@ def _assemble(args, logger, runner, env_info, buffer):
             extra = dict(
                 alpha=args.per_alpha,
                 epsilon=args.per_epsilon,
-                beta=lambda t: annealed_beta(args.per_beta_start, args.per_beta_end, t, steps),
+                beta=lambda t: linear(args.per_beta_start, args.per_beta_end, t, steps),
             )
         replay = kind(
             scheme,

@@ -16,7 +16,7 @@ import main
 from assembly import build
 from components.episode_buffer import EpisodeBatch, ReplayBuffer
 from components.prioritised_buffer import PrioritisedReplayBuffer
-from components.schedules import annealed_beta, horizon
+from components.schedules import horizon, linear
 from controllers import REGISTRY as mac_REGISTRY
 from envs import REGISTRY as env_REGISTRY
 from envs import multiagentenv
@@ -188,7 +188,7 @@ def test_schedule_horizon_gives_a_longer_runs_schedules_at_every_step():
         assert selected_ratio(short, t) == selected_ratio(full, t)
         assert per_beta(short, t) == per_beta(full, t)
         assert share_ratio(short, t) == share_ratio(full, t)
-        assert annealed_beta(0.4, 1.0, t, horizon(short)) == annealed_beta(0.4, 1.0, t, horizon(full))
+        assert linear(0.4, 1.0, t, horizon(short)) == linear(0.4, 1.0, t, horizon(full))
     assert selected_ratio(short, 1_000_000) < 1.0  # not at the end of its warm-up, as a 1M run would be
 
 

@@ -1,5 +1,15 @@
-"""Schedules: epsilon-style linear anneals, and the fractions-of-training schedules of DIFFER,
-PER and experience sharing (over schedule_horizon steps, or t_max)."""
+"""The one linear schedule, and the horizon that DIFFER's, PER's, sharing's and ICES's schedules
+are fractions of (schedule_horizon, or t_max)."""
+
+
+def linear(start, end, t, length):
+    """start at t = 0, end from t = length on, linear in between (clamped to [start, end]). t and
+    length in one unit: env steps, or shares of the schedule horizon."""
+    if length <= 0 or t > length:
+        return end
+    value = start + (end - start) * t / length
+    lo, hi = (start, end) if start <= end else (end, start)
+    return min(max(value, lo), hi)
 
 
 def horizon(args):
@@ -8,23 +18,20 @@ def horizon(args):
     return getattr(args, "schedule_horizon", None) or args.t_max
 
 
-def annealed_beta(start, end, t_env, steps):
-    """An importance-weight exponent from start to end over `steps` env steps, clamped to them."""
-    beta = start + (end - start) * t_env / max(steps, 1)
-    lo, hi = sorted((start, end))
-    return min(max(beta, lo), hi)
+def horizon_share(args, t_env):
+    """t_env as a share of the schedule horizon."""
+    steps = horizon(args)
+    return t_env / steps if steps > 0 else 1.0
 
 
 class LinearSchedule:
-    """Linear from `start` to `finish` over `time_length` steps, then flat."""
+    """linear() from `start` to `finish` over `time_length` env steps, held as an object (epsilon,
+    action noise)."""
 
     def __init__(self, start, finish, time_length):
         self.start = start
         self.finish = finish
-        self.time_length = max(time_length, 1)
-        self.delta = (start - finish) / self.time_length
+        self.time_length = max(time_length, 1)  # 0: one step of anneal, so t = 0 still gives start
 
     def eval(self, t):
-        if self.start >= self.finish:
-            return max(self.finish, self.start - self.delta * t)
-        return min(self.finish, self.start - self.delta * t)
+        return linear(self.start, self.finish, t, self.time_length)

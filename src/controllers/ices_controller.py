@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from components.action_selectors import greedy_np, uniform_available_np
-from components.schedules import horizon
+from components.schedules import horizon, linear
 from controllers.basic_controller import BasicMAC
 from modules.agents import REGISTRY as agent_REGISTRY
 from utils.keys import declare_keys
@@ -43,7 +43,7 @@ class ICESMAC(BasicMAC):
 
     def explorer_ratio(self, t_env: int) -> float:
         a = self.args
-        return max(a.ices_int_ratio * (1.0 - t_env / horizon(a)), a.ices_int_finish)
+        return max(linear(a.ices_int_ratio, 0.0, t_env, horizon(a)), a.ices_int_finish)  # ICES: to 0, floored
 
     def init_hidden(self, batch_size: int) -> None:
         super().init_hidden(batch_size)

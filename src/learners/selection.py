@@ -7,7 +7,7 @@ and creates tensors on the input's device.
 
 import torch
 
-from components.schedules import annealed_beta, horizon
+from components.schedules import horizon, horizon_share, linear
 from utils.keys import declare_keys
 from utils.registry import registrar
 
@@ -81,28 +81,15 @@ RULES = {}
 rule = registrar(RULES)
 
 
-def schedule_progress(args, t_env):
-    """t_env as a share of the schedule horizon (components/schedules.py)."""
-    steps = horizon(args)
-    return t_env / steps if steps > 0 else 1.0
-
-
-def annealed(start, end, progress, over):
-    """Linear from start to end over the first `over` of the horizon, then end."""
-    if over <= 0 or progress > over:
-        return end
-    return start + (end - start) * progress / over
-
-
 def selected_ratio(args, t_env):
     """kappa: warm-up from selected_ratio_start to selected_ratio_end over selected_warm_up_ratio of the
     schedule horizon."""
     if not args.selected_warm_up:
         return args.selected_ratio
-    return annealed(
+    return linear(
         args.selected_ratio_start,
         args.selected_ratio_end,
-        schedule_progress(args, t_env),
+        horizon_share(args, t_env),
         args.selected_warm_up_ratio,
     )
 
@@ -110,7 +97,7 @@ def selected_ratio(args, t_env):
 def per_beta(args, t_env):
     """DIFFER's importance-weight exponent, from selected_beta_start to selected_beta_end over
     the schedule horizon."""
-    return annealed_beta(args.selected_beta_start, args.selected_beta_end, t_env, horizon(args))
+    return linear(args.selected_beta_start, args.selected_beta_end, t_env, horizon(args))
 
 
 def selection_weights(e, mask, mode, ratio, alpha=0.6, epsilon=0.01, beta=0.6, generator=None):

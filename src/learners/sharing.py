@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import torch
 
-from components.schedules import horizon
+from components.schedules import horizon_share, linear
 from learners.sharing_rows import (
     ROW_TARGETS,
     manhattan_sight,
@@ -237,12 +237,9 @@ share_rule("mean_std_gate")(share_mean_std_gate)
 def share_ratio(args, t_env):
     """The density rules' share ratio, from share_ratio_start to share_ratio_end over
     share_warm_up_ratio of the schedule horizon."""
-    steps = horizon(args)
-    progress = t_env / steps if steps > 0 else 1.0
-    start, end, over = args.share_ratio_start, args.share_ratio_end, args.share_warm_up_ratio
-    if over <= 0 or progress > over:
-        return end
-    return start + (end - start) * progress / over
+    return linear(
+        args.share_ratio_start, args.share_ratio_end, horizon_share(args, t_env), args.share_warm_up_ratio
+    )
 
 
 def masked_moments(x, mask, dims):
