@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from components.action_selectors import REGISTRY as sel_REGISTRY
-from components.schedules import LinearSchedule
+from components.schedules import LinearSchedule, linear
 from helpers import make_args
 
 
@@ -13,6 +13,15 @@ def test_linear_schedule():
     assert s.eval(500) == pytest.approx(0.525)
     assert s.eval(1000) == pytest.approx(0.05)
     assert s.eval(2000) == pytest.approx(0.05)
+
+
+def test_linear_is_every_schedule_shape():
+    assert linear(0.8, 1.0, 0.3, 0.6) == pytest.approx(0.9)  # a share of the horizon
+    assert linear(0.8, 1.0, 0.7, 0.6) == 1.0 and linear(0.8, 1.0, 0.0, 0.0) == 1.0  # past it, or none
+    assert linear(0.5, 0.0, 250, 1000) == pytest.approx(0.375)  # decreasing
+    assert linear(0.5, 0.0, -10, 1000) == 0.5  # clamped to [end, start]
+    assert LinearSchedule(1.0, 0.05, 0).eval(0) == 1.0  # no anneal time: start at t = 0, then finish
+    assert LinearSchedule(1.0, 0.05, 0).eval(2) == 0.05
 
 
 def selector(**kw):
