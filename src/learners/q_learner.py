@@ -10,7 +10,7 @@ from learners.kalei import Kaleidoscope
 from learners.sharing import Sharer, needed_fields
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.errors import ConfigError
-from utils.rl_utils import alive_mask, bootstrap_values, greedy_actions, lambda_returns
+from utils.rl_utils import alive_mask, bootstrap_actions, bootstrap_values, greedy_actions, lambda_returns
 
 if TYPE_CHECKING:  # annotations only
     from components.episode_buffer import EpisodeBatch
@@ -98,19 +98,15 @@ class QLearner(Learner):
         with torch.no_grad():
             target_out = self.target_mac.forward_seq(batch, inputs)  # [B, T+1, N, A]
             avail = batch["avail_actions"]
-            online_greedy = greedy_actions(mac_out.detach(), avail) if args.double_q else None
-            target_greedy = None if args.double_q else greedy_actions(target_out, avail)
-            next_actions = online_greedy if args.double_q else target_greedy
+            next_actions = bootstrap_actions(mac_out.detach(), target_out, avail, args.double_q)
             q_next = torch.gather(target_out, 3, next_actions).squeeze(3)  # [B, T+1, N]
             if self.mixer is None:
                 values = q_next
             elif getattr(self.mixer, "needs_actions", False):
                 # QPLEX: the online mixer sees the actions taken and the online greedy values; the
                 # target one the bootstrap actions and the target network's own greedy values.
-                if online_greedy is None:
-                    online_greedy = greedy_actions(mac_out.detach(), avail)
-                if target_greedy is None:
-                    target_greedy = greedy_actions(target_out, avail)
+                online_greedy = next_actions if args.double_q else greedy_actions(mac_out.detach(), avail)
+                target_greedy = greedy_actions(target_out, avail) if args.double_q else next_actions
                 online_best = torch.gather(mac_out.detach(), 3, online_greedy)
                 mix_kwargs = {"actions": batch["actions_onehot"][:, :-1], "max_qs": online_best[:, :-1, :, 0]}
                 target_best = torch.gather(target_out, 3, target_greedy).squeeze(3)

@@ -92,12 +92,16 @@ def greedy_actions(q, avail):
     return q.masked_fill(avail == 0, UNAVAILABLE_Q).argmax(dim=-1, keepdim=True)
 
 
-def bootstrap_values(online_next, target_next, avail_next, double_q):
-    """Per-agent next-state values [B, T, N] from Q [B, T, N, A] over available actions only.
+def bootstrap_actions(online_next, target_next, avail_next, double_q):
+    """The actions [B, T, N, 1] whose target values bootstrap: the best available one of the
+    online network's Q [B, T, N, A] (double_q), else of the target network's."""
+    return greedy_actions(online_next if double_q else target_next, avail_next)
 
-    double_q: the online network picks the action and the target network values it."""
-    chooser = online_next if double_q else target_next
-    return torch.gather(target_next, 3, greedy_actions(chooser, avail_next)).squeeze(3)
+
+def bootstrap_values(online_next, target_next, avail_next, double_q):
+    """Per-agent next-state values [B, T, N]: the target network's values of bootstrap_actions."""
+    actions = bootstrap_actions(online_next, target_next, avail_next, double_q)
+    return torch.gather(target_next, 3, actions).squeeze(3)
 
 
 def lambda_returns(rewards, terminated, mask, target_qs, gamma, td_lambda):
