@@ -187,10 +187,9 @@ class RunnerBase:
         episode_returns = [0.0] * n
         episode_lengths = [0] * n
         final_infos = [{} for _ in range(n)]
+        rows = slice(None)  # the active envs' rows: a slice while all are, whose reads are views
 
         while True:
-            # every env's row: a slice, whose reads and writes are views rather than copies
-            rows = slice(None) if len(active) == n else active
             actions = self.mac.select_actions(
                 batch, t_ep=self.t, t_env=self.t_env, bs=rows, test_mode=test_mode
             )
