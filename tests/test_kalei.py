@@ -41,6 +41,26 @@ def test_each_row_step_uses_its_own_mask():
     assert torch.allclose(out[0, 2], x[0, 2] @ w[2].T + lin.bias, atol=1e-6)
 
 
+def test_grouped_rows_equal_every_mask_applied_to_every_row():
+    """The layer groups row-steps by mask; the same outputs and gradients as computing every mask's
+    output for every row and picking each row's own, with a mask that no row uses."""
+    lin = layer(n_masks=4, i=7, o=5)
+    with torch.no_grad():
+        lin.thresholds.normal_(-1.0, 1.0)
+    x = torch.randn(6, 9, 7, requires_grad=True)
+    ids = torch.randint(0, 3, (6, 9))  # mask 3 unused
+    out = lin(x, ids)
+    w = lin.masked_weights()
+    ref = torch.einsum("ntd,ntod->nto", x, w[ids]) + lin.bias
+    assert torch.allclose(out, ref, atol=1e-6)
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, (x, lin.weight, lin.thresholds), g)
+    want = torch.autograd.grad(ref, (x, lin.weight, lin.thresholds), g)
+    for a, b in zip(got, want, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert got[2][3].abs().sum() == 0 and got[2][:3].abs().sum() > 0
+
+
 def agent(n_agents=3, n_types=0, obs=6, seed=0):
     torch.manual_seed(seed)
     args = SimpleNamespace(
@@ -135,3 +155,22 @@ def test_mask_ids_per_agent_and_per_unit_type():
     x[0, 0, 3:6] = torch.tensor([0.5, 0.0, 0.0])
     with pytest.raises(ConfigError, match="kalei_n_unit_types=3 reads each agent's unit type"):
         typed.mask_ids(x)
+
+
+def test_the_agent_applies_each_row_steps_own_mask_in_every_layer():
+    """The agent groups row-steps once for all four layers; the same Q-values as each layer with
+    each row-step's own masked weight, the GRU between them in time order."""
+    a = agent(n_agents=3)
+    with torch.no_grad():
+        for lyr in a.mask_layers:
+            lyr.thresholds.normal_(-1.0, 1.0)
+    x = torch.randn(6, 4, 8)
+    q, h = a(x, a.init_hidden(6))
+    ids = a.mask_ids(x)
+
+    def own(lyr, v):
+        return torch.einsum("ntd,ntod->nto", v, lyr.masked_weights()[ids]) + lyr.bias
+
+    h_seq, h_ref = a.rnn(torch.relu(own(a.fc1, x)), a.init_hidden(6).unsqueeze(0))
+    ref = own(a.fc4, torch.relu(own(a.fc3, torch.relu(own(a.fc2, h_seq)))))
+    assert torch.allclose(q, ref, atol=1e-6) and torch.allclose(h, h_ref[0], atol=1e-6)

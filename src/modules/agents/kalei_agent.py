@@ -50,6 +50,27 @@ def random_thresholds(shape, scale, bias, like):
     return -(torch.rand(shape, dtype=like.dtype, device=like.device) * scale + bias)
 
 
+class MaskGroups:
+    """Row-steps [n, T] ordered by their mask id (a stable sort), so that each masked layer applies
+    each mask to its own rows in one product; computed once per forward for every layer."""
+
+    def __init__(self, ids, n_masks):
+        flat = ids.reshape(-1)
+        self.shape = ids.shape
+        self.order = torch.argsort(flat, stable=True)
+        self.inverse = torch.empty_like(self.order)
+        self.inverse[self.order] = torch.arange(flat.numel(), device=flat.device)
+        self.sizes = torch.bincount(flat, minlength=n_masks).tolist()
+
+    def take(self, x):
+        """[n, T, d] -> [R, d] grouped by mask."""
+        return x.reshape(-1, x.shape[-1]).index_select(0, self.order)
+
+    def restore(self, rows):
+        """[R, d] grouped by mask -> [n, T, d] in the original order."""
+        return rows.index_select(0, self.inverse).view(*self.shape, -1)
+
+
 class MaskedLinear(nn.Linear):
     """A linear layer with n_masks threshold sets; forward(x [n, T, in], ids [n, T]) applies each
     row-step's own mask."""
@@ -70,12 +91,17 @@ class MaskedLinear(nn.Linear):
         return StraightThrough.apply(self.weight.detach().abs().unsqueeze(0) - torch.sigmoid(self.thresholds))
 
     def forward(self, x, ids):
-        w = self.masked_weights()  # [K, out, in]
+        groups = MaskGroups(ids, self.n_masks)
+        return groups.restore(self.grouped(groups.take(x), groups.sizes))
+
+    def grouped(self, rows, sizes):
+        """rows [R, in], grouped by mask (`sizes` rows of mask 0, then of mask 1, ...) -> [R, out]:
+        one product per row, where every mask's output for every row costs n_masks times that."""
+        w = self.masked_weights()
         if self.n_masks == 1:
-            return F.linear(x, w[0], self.bias)
-        every = torch.einsum("ntd,kod->ntko", x, w)  # each mask's output, then each row's own
-        picked = torch.gather(every, 2, ids[..., None, None].expand(-1, -1, 1, every.shape[-1]))
-        return picked.squeeze(2) + self.bias
+            return F.linear(rows, w[0], self.bias)
+        parts = torch.split(rows, sizes)
+        return torch.cat([F.linear(g, w[k], self.bias) for k, g in enumerate(parts) if sizes[k]])
 
     @torch.no_grad()
     def reset_pruned(self, ratio, scale, bias):
@@ -124,8 +150,8 @@ class KaleiRNNAgent(nn.Module):
             return agent[:, None].expand(n, t)
         types = inputs[..., self.obs_dim - self.n_types : self.obs_dim]
         one_hot = ((types == 0) | (types == 1)).all(-1) & (types.sum(-1) == 1)
-        dead = (inputs[..., : self.obs_dim] == 0).all(-1)  # a dead agent observes zeros
-        if not bool((one_hot | dead).all()):
+        # the rest must be dead agents, who observe zeros (read only where needed: it is costly)
+        if not bool(one_hot.all()) and not bool((inputs[~one_hot][:, : self.obs_dim] == 0).all()):
             raise ConfigError(
                 f"kalei_n_unit_types={self.n_types} reads each agent's unit type from the last "
                 f"{self.n_types} features of its observation, which are not one-hot here (an env "
@@ -134,12 +160,12 @@ class KaleiRNNAgent(nn.Module):
         return types.argmax(-1)  # a dead agent's zeros read as type 0, as theirs
 
     def forward(self, inputs, hidden):
-        ids = self.mask_ids(inputs)
-        x = F.relu(self.fc1(inputs, ids))
+        g = MaskGroups(self.mask_ids(inputs), self.fc1.n_masks)
+        x = g.restore(F.relu(self.fc1.grouped(g.take(inputs), g.sizes)))
         h_seq, h_last = self.rnn(x, hidden.unsqueeze(0).contiguous())
-        q = F.relu(self.fc2(h_seq, ids))
-        q = F.relu(self.fc3(q, ids))
-        return self.fc4(q, ids), h_last.squeeze(0)
+        q = F.relu(self.fc2.grouped(g.take(h_seq), g.sizes))  # fc2-fc4 stay in mask order
+        q = F.relu(self.fc3.grouped(q, g.sizes))
+        return g.restore(self.fc4.grouped(q, g.sizes)), h_last.squeeze(0)
 
     def diversity_loss(self, layer_weights):
         """-(sum over layers of weight_l * sum over mask pairs of |m_i - m_j|, with m the binary
