@@ -267,3 +267,26 @@ def test_pymarl_baselines_differ_from_differ_only_in_what_differ_adds(base):
     diffs = {k: (plain[k], differ[k]) for k in same if plain[k] != differ[k]}
     assert diffs == {}, diffs
     assert plain["learner"] == "q_learner" and differ["learner"] == "q_divide_learner"
+
+
+@pytest.mark.parametrize(
+    "method, base, env, allowed",
+    [
+        # ICES on SMAC against PyMARL2's QMIX: the exploration policy in place of epsilon's floor
+        ("ices_qmix", "qmix_pymarl2", "skirmish_ices", {"learner", "mac", "epsilon_finish"}),
+        # ICES on football against the same QPLEX alone (any env: gfootball_cds needs the game)
+        ("ices_qplex", "qplex_ices", "mpe", {"learner", "mac", "epsilon_finish"}),
+        # Kaleidoscope against the same agent without masks
+        ("kalei_qmix", "qmix_deep", "skirmish_v2", {"agent"}),
+    ],
+)
+def test_like_for_like_baselines_differ_only_in_the_method(method, base, env, allowed):
+    a = load_config([f"--config={method}", f"--env-config={env}"])
+    b = load_config([f"--config={base}", f"--env-config={env}"])
+    own = ("ices_", "kalei_")  # the method's keys, inert in the baseline
+    diffs = {
+        k
+        for k in set(a) | set(b)
+        if a.get(k) != b.get(k) and not k.startswith(own) and k not in ("name", "alg_config")
+    }
+    assert diffs == allowed, {k: (a.get(k), b.get(k)) for k in diffs ^ allowed}
