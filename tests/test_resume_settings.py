@@ -8,6 +8,7 @@ import pytest
 
 import main
 from helpers import read, run_main, sacred_runs
+from utils.errors import ConfigError
 
 
 def _saved_run(tmp_path, alg="qmix", extra=()):
@@ -192,3 +193,37 @@ def test_the_block_from_hand_made_stats():
     won = dict(stats, test_battle_won_mean=[(300, 0.5)])
     assert end_block("completed", won, 300)[1]["metric"] == "test_battle_won_mean"
     assert end_block("failed", {"loss": [(1, 1.0)]}, 5)[0][1] == "  no test phase was run"
+
+
+def test_a_saved_setting_this_version_lacks_is_refused_not_dropped(tmp_path, capsys):
+    from config import resumed_config
+    from config_keys import load_defaults
+    from utils.keys import RUN_TIME_KEYS
+
+    defaults = load_defaults()
+    saved = {**defaults, "alg_config": "qmix", "env_config": "mpe", "n_agents": 3, "record": "x"}
+    resumed_config(str(tmp_path), dict(saved), None, None, [], defaults)  # run-time keys: no error
+    saved["mixing_warmth"] = 0.7  # a setting no key of this version holds
+    with pytest.raises(ConfigError, match=r"no setting for: mixing_warmth=0.7; add resume_override=True"):
+        resumed_config(str(tmp_path), dict(saved), None, None, [], defaults)
+    over = resumed_config(str(tmp_path), dict(saved), None, None, [("resume_override", True)], defaults)
+    assert "mixing_warmth" not in over
+    assert "dropped mixing_warmth=0.7" in capsys.readouterr().err
+    assert "n_agents" in RUN_TIME_KEYS
+
+
+@pytest.mark.parametrize("alg", ["qmix", "maddpg", "differ_qmix"])
+def test_a_checkpoints_saved_keys_are_settings_or_run_time_keys(tmp_path, alg):
+    # Every key a run adds to its config as it starts must be listed in RUN_TIME_KEYS, or every
+    # resume of its checkpoints would be refused.
+    import json
+
+    from config_keys import load_defaults
+    from utils.keys import RUN_TIME_KEYS
+
+    root = _saved_run(tmp_path, alg)
+    metas = glob.glob(os.path.join(root, "*", "meta.json"))
+    saved = json.load(open(metas[0]))["config"]
+    extra = set(saved) - set(load_defaults())
+    extra -= {"alg_config", "env_config"}  # the files it was made from, read by resumed_config
+    assert extra and extra <= RUN_TIME_KEYS, extra - RUN_TIME_KEYS
