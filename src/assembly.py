@@ -25,22 +25,9 @@ from learners import REGISTRY as le_REGISTRY
 from runners import REGISTRY as r_REGISTRY
 from utils.checkpoint import find_checkpoint, load_checkpoint
 from utils.errors import ConfigError
+from utils.keys import DERIVED_KEYS, ENV_INFO_KEYS
 from utils.logger import get_console_logger
 
-# What the env tells the run (apply_env_info), and where the controller and learner read it.
-ENV_INFO_KEYS = ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit")
-DERIVED_KEYS = (
-    *ENV_INFO_KEYS,
-    "obs_entities",
-    "action_entities",
-    "action_space",
-    "action_low",
-    "action_high",
-    "state_agent_features",
-    "unique_token",
-    "record",
-    "step_fields",
-)
 # default.yaml's sections that describe the run rather than the algorithm
 RUN_SECTIONS = ("run", "rewards", "outputs, checkpoints")
 

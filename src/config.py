@@ -14,7 +14,7 @@ import yaml
 
 from config_keys import CONFIG_DIR, ROOT, key_specs, load_defaults, load_yaml, section_keys, yaml_error
 from utils.errors import ConfigError
-from utils.keys import RUN_TIME_KEYS, current_names
+from utils.keys import DERIVED_KEYS, current_names
 from utils.registry import unknown_name_message
 from utils.values import coerce
 from validation import project_path, results_base, validate
@@ -375,7 +375,7 @@ def resumed_config(folder, saved, alg_name, env_name, overrides, defaults):
     for key, value in saved.items():
         if key in defaults and key not in NOT_INHERITED:
             config[key] = copy.deepcopy(value)
-    known = set(defaults) | RUN_TIME_KEYS | {"alg_config", "env_config"}  # the last two: below
+    known = set(defaults) | set(DERIVED_KEYS) | {"alg_config", "env_config"}  # the last two: below
     lost = [f"{k}={v!r}" for k, v in saved.items() if k not in known]
     if config["env_args"].get("device") is not None and config["env_args"]["device"] == saved.get("device"):
         config["env_args"]["device"] = None  # it followed the run's device: it follows this one's

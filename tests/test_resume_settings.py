@@ -198,7 +198,7 @@ def test_the_block_from_hand_made_stats():
 def test_a_saved_setting_this_version_lacks_is_refused_not_dropped(tmp_path, capsys):
     from config import resumed_config
     from config_keys import load_defaults
-    from utils.keys import RUN_TIME_KEYS
+    from utils.keys import DERIVED_KEYS
 
     defaults = load_defaults()
     saved = {**defaults, "alg_config": "qmix", "env_config": "mpe", "n_agents": 3, "record": "x"}
@@ -209,21 +209,21 @@ def test_a_saved_setting_this_version_lacks_is_refused_not_dropped(tmp_path, cap
     over = resumed_config(str(tmp_path), dict(saved), None, None, [("resume_override", True)], defaults)
     assert "mixing_warmth" not in over
     assert "dropped mixing_warmth=0.7" in capsys.readouterr().err
-    assert "n_agents" in RUN_TIME_KEYS
+    assert "n_agents" in DERIVED_KEYS
 
 
 @pytest.mark.parametrize("alg", ["qmix", "maddpg", "differ_qmix"])
 def test_a_checkpoints_saved_keys_are_settings_or_run_time_keys(tmp_path, alg):
-    # Every key a run adds to its config as it starts must be listed in RUN_TIME_KEYS, or every
+    # Every key a run adds to its config as it starts must be listed in DERIVED_KEYS, or every
     # resume of its checkpoints would be refused.
     import json
 
     from config_keys import load_defaults
-    from utils.keys import RUN_TIME_KEYS
+    from utils.keys import DERIVED_KEYS
 
     root = _saved_run(tmp_path, alg)
     metas = glob.glob(os.path.join(root, "*", "meta.json"))
     saved = json.load(open(metas[0]))["config"]
     extra = set(saved) - set(load_defaults())
     extra -= {"alg_config", "env_config"}  # the files it was made from, read by resumed_config
-    assert extra and extra <= RUN_TIME_KEYS, extra - RUN_TIME_KEYS
+    assert extra and extra <= set(DERIVED_KEYS), extra - set(DERIVED_KEYS)

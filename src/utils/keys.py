@@ -31,27 +31,23 @@ FORMER_NAMES = {
 }
 
 
+# What the env tells the run (assembly.apply_env_info), and where the controller and learner read it.
+ENV_INFO_KEYS = ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit")
 # Keys a run writes into its own config as it starts (assembly.apply_env_info: the env's sizes and
 # layout; assembly.build: step_fields; run.run: record, unique_token). A checkpoint's saved settings
 # carry them and a resumed run sets them afresh; any other saved key this version lacks is a setting
 # it cannot honour (config.resumed_config refuses it). tests/test_resume_settings.py checks the list.
-RUN_TIME_KEYS = frozenset(
-    {
-        "n_agents",
-        "n_actions",
-        "state_shape",
-        "obs_shape",
-        "episode_limit",
-        "obs_entities",
-        "action_entities",
-        "action_space",
-        "action_low",
-        "action_high",
-        "state_agent_features",
-        "step_fields",
-        "record",
-        "unique_token",
-    }
+DERIVED_KEYS = (
+    *ENV_INFO_KEYS,
+    "obs_entities",
+    "action_entities",
+    "action_space",
+    "action_low",
+    "action_high",
+    "state_agent_features",
+    "unique_token",
+    "record",
+    "step_fields",
 )
 
 
