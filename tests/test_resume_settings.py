@@ -222,8 +222,8 @@ def test_a_checkpoints_saved_keys_are_settings_or_run_time_keys(tmp_path, alg):
     from utils.keys import DERIVED_KEYS
 
     root = _saved_run(tmp_path, alg)
-    metas = glob.glob(os.path.join(root, "*", "meta.json"))
-    saved = json.load(open(metas[0]))["config"]
+    with open(glob.glob(os.path.join(root, "*", "meta.json"))[0]) as f:
+        saved = json.load(f)["config"]
     extra = set(saved) - set(load_defaults())
     extra -= {"alg_config", "env_config"}  # the files it was made from, read by resumed_config
     assert extra and extra <= set(DERIVED_KEYS), extra - set(DERIVED_KEYS)
