@@ -133,6 +133,9 @@ class QDivideLearner(QLearner):
         n_valid_team = mask.sum()
         squared = self.weigh_episodes((delta_tot * mask) ** 2, batch)
         mixer_loss = squared.sum() / n_valid_team
+        penalty = self.mixer_penalty(batch, out)
+        if penalty is not None:
+            mixer_loss = mixer_loss + penalty
         if self.mixer_optimiser is not None:
             self.mixer_optimiser.zero_grad(set_to_none=True)
         mixer_loss.backward()  # stepped below, once rho is read from the input gradients

@@ -111,7 +111,11 @@ class QLearner(Learner):
                 mix_kwargs = {"actions": batch["actions_onehot"][:, :-1], "max_qs": online_best[:, :-1, :, 0]}
                 target_best = torch.gather(target_out, 3, target_greedy).squeeze(3)
                 onehot = torch.zeros_like(target_out).scatter_(3, next_actions, 1.0)
-                values = self.target_mixer(q_next, batch["state"], actions=onehot, max_qs=target_best)
+                seen = {}
+                if getattr(self.mixer, "needs_obs", False):  # QPLEX with attention keys from obs
+                    mix_kwargs["obs"] = batch["obs"][:, :-1]
+                    seen["obs"] = self.mixer.target_observations(batch["obs"])
+                values = self.target_mixer(q_next, batch["state"], actions=onehot, max_qs=target_best, **seen)
             else:
                 values = self.target_mixer(q_next, batch["state"])
             if args.td_lambda > 0:
@@ -119,6 +123,12 @@ class QLearner(Learner):
             else:
                 targets = rewards + args.gamma * (1 - terminated) * values[:, 1:]
         return QTargets(rewards, terminated, mask, q_taken, q_next, targets, mix_kwargs)
+
+    def mixer_penalty(self, batch, out):
+        """A mixer's own loss term (QPLEX-Qatten's attention logits), or None."""
+        if not hasattr(self.mixer, "penalty"):
+            return None
+        return self.mixer.penalty(batch["state"][:, :-1], **out.mix_kwargs)
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> dict | None:
         resets = self.kalei.maybe_reset(t_env) if self.kalei is not None else None
@@ -140,6 +150,9 @@ class QLearner(Learner):
             if self.args.share_target == "reweight":
                 squared = squared * (1 + shared.extra)
         loss = squared.sum() / mask.sum()
+        penalty = self.mixer_penalty(batch, out)
+        if penalty is not None:
+            loss = loss + penalty
         if shared is not None and self.args.share_target == "receiver":
             n = self.n_agents
             rewards = out.rewards.expand(-1, -1, n)
@@ -164,6 +177,7 @@ class QLearner(Learner):
             self.log(
                 t_env,
                 **kalei,
+                **({"mixer_penalty": penalty} if penalty is not None else {}),
                 loss=loss,
                 grad_norm=grad_norm,
                 td_error_abs=masked_td_error.abs().sum() / n,

@@ -91,21 +91,34 @@ class QPLEXMixer(nn.Module):
 
     def __init__(self, args):
         super().__init__()
-        self.n_agents = n = args.n_agents
+        self._setup(args)
+        s, h, n = self.state_dim, args.hypernet_embed, self.n_agents
+        self.hyper_w_final = nn.Sequential(nn.Linear(s, h), nn.ReLU(), nn.Linear(h, n))
+        self.V = nn.Sequential(nn.Linear(s, h), nn.ReLU(), nn.Linear(h, n))
+        self._lambda_networks(args)
+
+    def _setup(self, args):
+        self.n_agents = args.n_agents
         self.n_actions = args.n_actions
-        self.state_dim = s = int(np.prod(args.state_shape))
-        h, k = args.hypernet_embed, args.num_kernel
-        if k < 1:
-            raise ConfigError(f"num_kernel={k!r} must be >= 1")
+        self.state_dim = int(np.prod(args.state_shape))
+        if args.num_kernel < 1:
+            raise ConfigError(f"num_kernel={args.num_kernel!r} must be >= 1")
         self.minus_one = args.is_minus_one
         self.weighted_head = args.weighted_head
         self.stop_gradient = args.is_stop_gradient
-        self.hyper_w_final = nn.Sequential(nn.Linear(s, h), nn.ReLU(), nn.Linear(h, n))
-        self.V = nn.Sequential(nn.Linear(s, h), nn.ReLU(), nn.Linear(h, n))
+
+    def _lambda_networks(self, args):
+        s, n, k = self.state_dim, self.n_agents, args.num_kernel
         layers, adv_h = args.adv_hypernet_layers, args.adv_hypernet_embed
         self.key = KernelMLP(s, 1, k, layers, adv_h)
         self.agents = KernelMLP(s, n, k, layers, adv_h)
         self.action = KernelMLP(s + n * self.n_actions, n, k, layers, adv_h)
+
+    def transform(self, states, q, obs=None):
+        """(w [M, N] > 0, v [M, N]): each agent's Q_i -> w_i Q_i + v_i."""
+        if self.weighted_head:
+            return self.hyper_w_final(states).abs() + 1e-10, self.V(states)
+        return torch.ones_like(q), torch.zeros_like(q)
 
     def lambdas(self, states, actions):
         """lambda_i(s, u) [M, N] from states [M, S] and joint one-hot actions [M, N * A]."""
@@ -114,26 +127,23 @@ class QPLEXMixer(nn.Module):
         action = torch.sigmoid(self.action(torch.cat([states, actions], dim=1)))
         return (key * agents * action).sum(dim=1)
 
-    def _parts(self, agent_qs, states, actions):
+    def _parts(self, agent_qs, states, actions, obs=None):
         lead = agent_qs.shape[:-1]
         st = states.reshape(-1, self.state_dim)
         q = agent_qs.reshape(-1, self.n_agents)
-        if self.weighted_head:
-            w = self.hyper_w_final(st).abs() + 1e-10
-            v = self.V(st)
-        else:
-            w, v = torch.ones_like(q), torch.zeros_like(q)
+        w, v = self.transform(st, q, obs)
         lam = self.lambdas(st, actions.reshape(st.shape[0], -1))
         return lead, q, w, v, lam
 
-    def forward(self, agent_qs, states, actions, max_qs):
-        # agent_qs, max_qs: [B, T, N]; states: [B, T, S]; actions: [B, T, N, A] one-hot
-        return self.forward_with_jacobian(agent_qs, states, actions, max_qs, jacobian=False)[0]
+    def forward(self, agent_qs, states, actions, max_qs, obs=None):
+        # agent_qs, max_qs: [B, T, N]; states: [B, T, S]; actions: [B, T, N, A] one-hot;
+        # obs [B, T, N, O]: only for a transform that reads the observations
+        return self.forward_with_jacobian(agent_qs, states, actions, max_qs, obs, jacobian=False)[0]
 
-    def forward_with_jacobian(self, agent_qs, states, actions, max_qs, jacobian=True):
+    def forward_with_jacobian(self, agent_qs, states, actions, max_qs, obs=None, jacobian=True):
         """(Q_tot [B, T, 1], dQ_tot/dQ_i [B, T, N] or None). The Jacobian holds each agent's max Q
         fixed and stops no gradient: w_i lambda_i (w_i (1 + lambda_i) without is_minus_one)."""
-        lead, q, w, v, lam = self._parts(agent_qs, states, actions)
+        lead, q, w, v, lam = self._parts(agent_qs, states, actions, obs)
         adv = w * (q - max_qs.reshape(q.shape))  # = Q_i' - V_i'
         if self.stop_gradient:
             adv = adv.detach()
