@@ -132,7 +132,8 @@ def test_test_nepisode_rounded_to_runner_batches():
         (["with", "batch_size_run=4"], "runner=episode steps one env"),
         (
             ["with", "learner=q_divide_learner", "mixer=None"],
-            "learner=q_divide_learner needs a mixer (mixer=qatten or mixer=qmix or mixer=qplex or mixer=qplex_qatten or mixer=vdn)",
+            "learner=q_divide_learner needs a mixer (mixer=qatten or mixer=qmix or mixer=qplex or "
+            "mixer=qplex_qatten or mixer=vdn)",
         ),
         (["--config=maddpg", "with", "mixer=qmix"], "learner=maddpg_learner uses no mixer; set mixer=None"),
         (

@@ -294,4 +294,5 @@ def test_short_runs_write_sacred_record(tmp_path, config, extra):
 
 def test_iql_is_refused(capsys):
     assert main.main(["--config=iql", "with", "learner=q_divide_learner"]) == 2
-    assert "mixer=qatten or mixer=qmix or mixer=qplex or mixer=qplex_qatten or mixer=vdn" in capsys.readouterr().err
+    choices = "mixer=qatten or mixer=qmix or mixer=qplex or mixer=qplex_qatten or mixer=vdn"
+    assert choices in capsys.readouterr().err
