@@ -63,8 +63,8 @@ def die_with_parent():
     parent = os.environ.get("MARL_PARENT_PID")
     if not parent:
         return
-    # The sweep stops its runs with SIGINT. A sweep started in the background of a script has
-    # SIGINT ignored, and its runs inherit that; each run has its own session, so no terminal
+    # The sweep stops its runs with SIGINT. A run of a Ray worker may inherit SIGINT ignored (the
+    # local backend starts its runs listening); each run has its own session, so no terminal
     # Ctrl-C can reach it, and listening again is safe.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if not signal_on_parent_death(signal.SIGTERM, int(parent)):

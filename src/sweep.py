@@ -52,7 +52,7 @@ from sweep_archive import (
     archive_completed,
     archive_unfinished,
 )
-from sweeping.backends import exit_reason, run_local, run_ray
+from sweeping.backends import INTERRUPTED_CODES, exit_reason, run_local, run_ray
 from sweeping.plan import (
     checkpointing,
     command,
@@ -167,7 +167,7 @@ def execute(spec, todo, a):
             if isinstance(rc, str):
                 print(f"skipped {describe(run)}: {rc}", flush=True)
                 continue
-            if rc in (130, 143):  # interrupted (Ctrl-C, SIGTERM): its record says INTERRUPTED
+            if rc in INTERRUPTED_CODES:  # Ctrl-C, SIGTERM
                 stopped += 1
                 print(f"interrupted {describe(run)} -> {log}", flush=True)
                 continue

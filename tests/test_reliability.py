@@ -604,6 +604,63 @@ def test_a_background_sweep_stops_its_runs_on_sigterm(tmp_path):
     only_run_interrupted(first)
 
 
+STOP_DURING_IMPORTS = """
+import os, signal, sys, threading, time
+sys.path.insert(0, {src!r})
+from sweeping.backends import INTERRUPTED_CODES, run_local
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in the background of a script
+
+
+def term(signum, frame):
+    raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGTERM, term)  # as the sweep does
+# the run: still in its imports (no handler of its own yet) when the stop comes
+job = ({{"key": 1}}, [sys.executable, "-c", "import time; time.sleep(60)"], {log!r})
+threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()  # to the process
+start, rcs = time.monotonic(), []
+try:
+    for _, rc in run_local([job], 1):
+        rcs.append(rc)
+except KeyboardInterrupt:
+    pass
+print(rcs, rcs[0] in INTERRUPTED_CODES, round(time.monotonic() - start),
+      signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+"""
+
+
+def test_a_background_sweep_stops_a_run_still_in_its_imports(tmp_path):
+    # Its runs once inherited the ignored SIGINT until main.py listened, so a stop sent during
+    # their imports was lost and the run trained on.
+    code = STOP_DURING_IMPORTS.format(src=SRC, log=str(tmp_path / "run.log"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    rcs, interrupted, seconds, still_deaf = out.stdout.split("] ")[0] + "]", *out.stdout.split()[-3:]
+    assert rcs == f"[{-signal.SIGINT}]" and interrupted == "True", out
+    assert int(seconds) < 30, out  # stopped, not slept out
+    assert still_deaf == "True", out  # the sweep itself still ignores the terminal's Ctrl-C
+
+
+def test_a_run_stopped_before_its_record_counts_as_interrupted(tmp_path, monkeypatch, capsys):
+    import sweep
+
+    spec = {"experiment": "early", "config": "qmix", "env_config": "mpe", "seeds": [1, 2], "workers": 1}
+    spec["overrides"] = {**dict(o.split("=") for o in QUICK), "local_results_path": str(tmp_path)}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(spec))
+
+    def stopped_early(jobs, workers, check=None):
+        for (run, _cmd, log), rc in zip(jobs, (-signal.SIGINT, -signal.SIGTERM), strict=True):
+            yield (run, log), rc
+
+    monkeypatch.setattr(sweep, "run_local", stopped_early)
+    assert sweep.main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("interrupted --config=qmix") == 2 and "FAILED" not in out, out
+    assert "0 completed, 0 failed, 2 interrupted" in out, out
+
+
 def steps_saved(results):
     return sorted(
         (int(d), root)

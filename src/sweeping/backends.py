@@ -62,9 +62,28 @@ class LocalRuns:
                     p.send_signal(sig)
 
 
+def _ignored(signum, frame):
+    pass
+
+
 def run_local(jobs, workers, check=None):
     """Runs the jobs, `workers` at a time; yields ((run, log), exit code or None or a str: see
     LocalRuns.run). check(run), just before a run starts, may give a reason not to start it."""
+    # A sweep started in the background of a script has SIGINT ignored, and a run would inherit
+    # that until its main() listens again: a stop sent during its imports (seconds) was lost and
+    # the run trained on. A handler that does nothing keeps the sweep deaf to the terminal's
+    # Ctrl-C as before, while its runs start with SIGINT's default (exec resets handlers).
+    deaf = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if deaf:
+        signal.signal(signal.SIGINT, _ignored)
+    try:
+        yield from _run_local(jobs, workers, check)
+    finally:
+        if deaf:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_local(jobs, workers, check):
     runs = LocalRuns()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
     futures = {
@@ -140,6 +159,11 @@ def run_ray(jobs, address):
         ray.shutdown()
     if interrupted:
         raise KeyboardInterrupt
+
+
+# How a stopped run ends: 130/143 from main.py (its record says INTERRUPTED), or killed by the
+# signal's default action before main.py listened (during its imports: no record yet).
+INTERRUPTED_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
 
 
 def exit_reason(rc):
