@@ -71,10 +71,30 @@ def test_an_action_the_model_does_not_see_earns_no_intrinsic_reward():
         for branch in world.branches.values():
             for net in (branch.baseline, branch.prior):
                 net.mlp[0].weight[:, S : S + embed] = 0.0  # after the state: agent 0's embedding
-    r = learner.intrinsic_rewards(make_batch())
+    batch = make_batch()
+    r = learner.intrinsic_rewards(batch)
     assert r.shape == (3, L - 1, N)
     assert torch.allclose(r[..., 0], torch.zeros_like(r[..., 0]), atol=1e-6)
-    assert (r[..., 1:] > 1e-4).all() and (r < 1).all()
+    real = valid_mask(batch)[..., 0] > 0
+    assert (r[..., 1:][real] > 1e-4).all() and (r < 1).all()
+    assert (r[~real] == 0).all()  # the padding, which every loss masks out, is not computed
+
+
+def test_the_intrinsic_reward_of_each_real_step_is_the_divergence_of_its_priors():
+    torch.manual_seed(0)
+    learner, _ = ices_learner()
+    batch = make_batch()
+    r = learner.intrinsic_rewards(batch)
+    world, real = learner.world, valid_mask(batch)[..., 0] > 0
+    s, a = batch["state"][:, :-1][real], batch["actions"][:, :-1, :, 0][real].long()
+    with torch.no_grad():
+        g = world.prior("global", s, a)
+        for i in range(N):
+            hidden = a.clone()
+            hidden[:, i] = HIDDEN
+            local = world.prior("local", s, hidden)
+            kl = normal_divergence(*g, *local)
+            torch.testing.assert_close(r[..., i][real], 1 - torch.exp(-kl), atol=1e-6, rtol=1e-5)
 
 
 def test_the_world_model_learns_the_state_change():

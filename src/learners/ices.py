@@ -295,15 +295,20 @@ class ICESLearner(QLearner):
         return rewards, terminated, mask
 
     def intrinsic_rewards(self, batch) -> torch.Tensor:
-        """[B, T, N]: 1 - exp(-KL(p(z | s, a) || p(z | s, a without agent i's action)))."""
-        s = batch["state"][:, :-1]
+        """[B, T, N]: 1 - exp(-KL(p(z | s, a) || p(z | s, a without agent i's action))) at the
+        episodes' real steps, 0 on the padding (which every loss masks out): the local prior runs
+        N times per step, and the padding is often half a batch."""
         a = batch["actions"][:, :-1, :, 0].long()
         b, t, n = a.shape
-        s, a = s.reshape(b * t, -1), a.reshape(b * t, n)
+        real = valid_mask(batch).reshape(b * t) > 0
+        s = batch["state"][:, :-1].reshape(b * t, -1)[real]
+        a = a.reshape(b * t, n)[real]
+        r = s.shape[0]
+        rewards = torch.zeros(b * t, n, device=a.device)
         with torch.no_grad():
             g_mu, g_scale = self.world.prior("global", s, a)
-            s_each = s[:, None, :].expand(-1, n, -1).reshape(b * t * n, -1)
-            l_mu, l_scale = self.world.prior("local", s_each, hide_each(a).reshape(b * t * n, n))
+            s_each = s[:, None, :].expand(-1, n, -1).reshape(r * n, -1)
+            l_mu, l_scale = self.world.prior("local", s_each, hide_each(a).reshape(r * n, n))
             z = g_mu.shape[-1]
             kl = normal_divergence(
                 g_mu[:, None],
@@ -312,7 +317,8 @@ class ICESLearner(QLearner):
                 l_scale.view(-1, n, z),
                 log2=self.args.ices_kl_log2,
             )
-            return (1.0 - torch.exp(-kl)).view(b, t, n)
+            rewards[real] = 1.0 - torch.exp(-kl)
+        return rewards.view(b, t, n)
 
     def train_explorer(self, batch) -> dict:
         args = self.args
