@@ -618,8 +618,18 @@ def term(signum, frame):
 
 signal.signal(signal.SIGTERM, term)  # as the sweep does
 # the run: still in its imports (no handler of its own yet) when the stop comes
-job = ({{"key": 1}}, [sys.executable, "-c", "import time; time.sleep(60)"], {log!r})
-threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()  # to the process
+started = {log!r} + ".started"
+run = f"open({{started!r}}, 'w').close(); import time; time.sleep(60)"
+job = ({{"key": 1}}, [sys.executable, "-c", run], {log!r})
+
+
+def stop_once_started():
+    while not os.path.exists(started):
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)  # to the process, as a user's kill
+
+
+threading.Thread(target=stop_once_started, daemon=True).start()
 start, rcs = time.monotonic(), []
 try:
     for _, rc in run_local([job], 1):
