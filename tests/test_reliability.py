@@ -605,7 +605,7 @@ def test_a_background_sweep_stops_its_runs_on_sigterm(tmp_path):
 
 
 STOP_DURING_IMPORTS = """
-import os, signal, sys, threading, time
+import json, os, signal, sys, threading, time
 sys.path.insert(0, {src!r})
 from sweeping.backends import INTERRUPTED_CODES, run_local
 
@@ -636,8 +636,9 @@ try:
         rcs.append(rc)
 except KeyboardInterrupt:
     pass
-print(rcs, rcs[0] in INTERRUPTED_CODES, round(time.monotonic() - start),
-      signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+print(json.dumps({{"rcs": rcs, "interrupted": rcs[0] in INTERRUPTED_CODES,
+                  "seconds": time.monotonic() - start,
+                  "still_deaf": signal.getsignal(signal.SIGINT) is signal.SIG_IGN}}))
 """
 
 
@@ -646,10 +647,10 @@ def test_a_background_sweep_stops_a_run_still_in_its_imports(tmp_path):
     # their imports was lost and the run trained on.
     code = STOP_DURING_IMPORTS.format(src=SRC, log=str(tmp_path / "run.log"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    rcs, interrupted, seconds, still_deaf = out.stdout.split("] ")[0] + "]", *out.stdout.split()[-3:]
-    assert rcs == f"[{-signal.SIGINT}]" and interrupted == "True", out
-    assert int(seconds) < 30, out  # stopped, not slept out
-    assert still_deaf == "True", out  # the sweep itself still ignores the terminal's Ctrl-C
+    got = json.loads(out.stdout)
+    assert got["rcs"] == [-signal.SIGINT] and got["interrupted"], out
+    assert got["seconds"] < 30, out  # stopped, not slept out
+    assert got["still_deaf"], out  # the sweep itself still ignores the terminal's Ctrl-C
 
 
 def test_a_run_stopped_before_its_record_counts_as_interrupted(tmp_path, monkeypatch, capsys):
