@@ -12,6 +12,8 @@ A sweep file:
     config: qmix                      # base --config (a grid may vary `config` too)
     env_config: mpe                   # base --env-config (a grid may vary `env_config` too)
     overrides: {t_max: 200000}        # fixed `with` overrides
+    launch: {env_workers: 0}          # overrides of how runs go, not what they train (threads,
+                                      #   env processes, logging): not part of a run's key
     grid:                             # every combination of these
       learner: [q_learner, q_divide_learner]
       env_args.scenario: [simple_spread_v3]

@@ -162,7 +162,8 @@ def check_run_shape(config):
     if config["env_workers"] is not None and config["env_workers"] > config["batch_size_run"]:
         raise ConfigError(
             f"env_workers={config['env_workers']} is more processes than envs "
-            f"(batch_size_run={config['batch_size_run']}); use at most {config['batch_size_run']}, or null"
+            f"(batch_size_run={config['batch_size_run']}); use at most {config['batch_size_run']}, "
+            f"0 (the envs in this process) or null"
         )
     check_capabilities(config, le_REGISTRY, mac_REGISTRY, mixer_REGISTRY)
 

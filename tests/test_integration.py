@@ -209,6 +209,21 @@ def test_a_run_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path, monke
     assert _curves(resumed) == _curves(whole)
 
 
+def test_a_run_resumed_without_env_worker_processes_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
+    # env_workers is how the envs are played, not what: a run begun with worker processes may go
+    # on with its envs in the main process (env_workers=0) and still repeat the uninterrupted run.
+    argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=400"]
+    argv += ["env_args.map_name=3m", "runner=parallel", "batch_size_run=2"]
+    root = _whole_and_stopped(tmp_path, monkeypatch, "ices_qmix", "skirmish_ices", [*argv, "env_workers=2"])
+    extra = [*argv, "env_workers=0", f"checkpoint_path={root}"]
+    assert run_main(tmp_path / "parts", "ices_qmix", "skirmish_ices", extra=extra) == 0
+    whole, (_, resumed) = sacred_runs(tmp_path / "whole")[0], sacred_runs(tmp_path / "parts")
+    assert read(whole, "config.json")["env_workers"] == 2 and read(resumed, "config.json")["env_workers"] == 0
+    info = read(resumed, "info.json")["resumed_from"]
+    assert info["exact"] and "config_changed" not in info, info
+    assert _curves(resumed) == _curves(whole)
+
+
 @pytest.mark.parametrize(
     "alg,env,extra",
     [

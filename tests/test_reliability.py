@@ -5,6 +5,7 @@ import errno
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -850,6 +851,36 @@ def test_overrides_after_a_sweep_file_make_other_runs_of_the_same_sweep(tmp_path
     assert "varies config in its grid; edit the grid instead" in capsys.readouterr().err
     assert sweep.main([str(path), "local_results_path=x", "--dry-run"]) == 2
     assert "local_results_path is the sweep's own" in capsys.readouterr().err
+
+
+def test_launch_settings_reach_every_run_but_not_its_key(tmp_path, capsys):
+    # `launch` changes how runs go (their env processes), so a sweep may change it part way
+    # through and still find its runs done or stopped under the same keys.
+    import sweep
+    from sweeping.plan import command
+
+    body = "experiment: e\nenv_config: skirmish\ngrid: {config: [qmix, vdn]}\nseeds: [1, 2]\n"
+    body += "overrides: {env_args.map_name: 3m, t_max: 1000, log_interval: 500}\n"
+    plain, launched = tmp_path / "plain.yaml", tmp_path / "launched.yaml"
+    plain.write_text(body)
+    launched.write_text(body + "launch: {env_workers: 0, torch_threads: 1}\n")
+    assert sweep.main([str(launched), "--dry-run"]) == 0
+    runs = sweep.expand(sweep.load_spec(str(launched)))
+    assert [r["key"] for r in runs] == [r["key"] for r in sweep.expand(sweep.load_spec(str(plain)))]
+    argv = command(runs[0], {"experiment": "e"})
+    assert "env_workers=0" in argv and "torch_threads=1" in argv
+    for extra, said in [
+        ("launch: {lr: 0.001}\n", "`launch` in .* cannot set lr: it holds only keys that change how runs go"),
+        ("launch: {sweep_key: x}\n", "cannot set sweep_key"),
+        ("launch: {log_interval: 5}\n", "sets log_interval under `launch` and under `overrides` or `grid`"),
+        ("launch: [env_workers]\n", "`launch` in .* must map keys to values"),
+    ]:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(body + extra)
+        assert sweep.main([str(bad), "--dry-run"]) == 2
+        assert re.search(said, capsys.readouterr().err), extra
+    assert sweep.main([str(launched), "env_workers=2", "--dry-run"]) == 2
+    assert "sets env_workers under `launch`; edit it there" in capsys.readouterr().err
 
 
 SWEEP_FILES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "sweeps", "*.yaml")))

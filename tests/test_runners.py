@@ -128,16 +128,19 @@ def test_env_seeds_of_neighbouring_runs_do_not_overlap():
     assert env_seed(7, 0) == 7  # env 0 keeps the run seed, as the episode runner's env
 
 
-@pytest.mark.parametrize("env_workers", [1, 2, 3])
+@pytest.mark.parametrize("env_workers", [0, 1, 2, 3])
 def test_vector_runner_equals_parallel_runner(mock_setup, env_workers):
     """The in-process vector runner plays the same episodes as the parallel runner from the same
-    seeds and controller, whatever the number of worker processes the envs are spread over:
-    every field of the batch, training and test episodes, and t_env."""
+    seeds and controller, whatever the number of worker processes the envs are spread over (0:
+    none, the parallel runner's envs in this process): every field of the batch, training and
+    test episodes, and t_env."""
     k = 3
     _, par, mac_p = mock_setup(
         runner="parallel", batch_size_run=k, env_workers=env_workers, ep_len=5, episode_limit=10
     )
-    assert len(par.ps) == env_workers and sorted(i for g in par.groups for i in g) == [0, 1, 2]
+    assert len(par.ps) == env_workers
+    assert sorted(i for g in par.groups for i in g) == ([0, 1, 2] if env_workers else [])
+    assert (par.local_envs is None) == (env_workers > 0)
     _, vec, mac_v = mock_setup(runner="vector", batch_size_run=k, ep_len=5, episode_limit=10)
     mac_v.load_state(mac_p)
     for test_mode in (False, True):

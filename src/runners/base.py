@@ -68,6 +68,12 @@ def env_command(env, cmd, data, extra=()):
 STACKED = ("step", "reset")  # commands whose replies come as one array per field
 
 
+def answer_here(envs, cmd, items, extra=()):
+    """A runner command played on envs of this process: what workers answer through their pipes."""
+    replies = [env_command(envs[i], cmd, data, extra) for i, data in items]
+    return stack_replies(replies) if cmd in STACKED else replies
+
+
 def stack_replies(replies):
     """Per-env step/reset replies -> {field: array with the envs along axis 0}, infos as a list.
     A few arrays cross a pipe much faster than many small ones."""

@@ -9,7 +9,7 @@ import traceback
 import numpy as np
 
 from envs import REGISTRY as env_REGISTRY
-from runners.base import STACKED, RunnerBase, env_args_for, env_command, stack_replies
+from runners.base import STACKED, RunnerBase, answer_here, env_args_for
 from utils.processes import signal_on_parent_death
 
 
@@ -48,8 +48,7 @@ def env_worker(remote, env_name, env_args_list, parent_pid=None, extra=()):
         envs = [env_REGISTRY[env_name](**a) for a in env_args_list]
         while True:
             cmd, items = next_message(remote, parent_pid)
-            replies = [env_command(envs[j], cmd, data, extra) for j, data in items]
-            remote.send(("ok", stack_replies(replies) if cmd in STACKED else replies))
+            remote.send(("ok", answer_here(envs, cmd, items, extra)))
             if cmd == "close":
                 break
     except KeyboardInterrupt:
@@ -72,19 +71,28 @@ def usable_cores():
 
 def worker_count(args):
     """env_workers, or by default one process per core, at most one per env: more processes
-    than cores only add switches and pipe traffic."""
+    than cores only add switches and pipe traffic. 0: the envs live in this process."""
     n, w = args.batch_size_run, args.env_workers
     return min(n, usable_cores()) if w is None else w
 
 
 class ParallelRunner(RunnerBase):
     """batch_size_run envs spread over env_workers processes; each run() plays one episode per
-    env, and the controller acts for all of them in one forward pass."""
+    env, and the controller acts for all of them in one forward pass. With env_workers=0 the
+    same envs answer the same commands in this process: the same episodes without processes or
+    pipes, faster where the cores are shared with other runs (and a setting a resumed run may
+    change, unlike the runner)."""
 
     replayable_episodes = True
 
     def _start_envs(self, args):
         n_workers = worker_count(args)
+        self.local_envs = None
+        if n_workers == 0:
+            make = env_REGISTRY[args.env]
+            self.local_envs = [make(**env_args_for(args, i)) for i in range(self.batch_size)]
+            self.groups, self.parent_conns, self.ps = [], [], []
+            return
         # Contiguous groups: worker w owns envs groups[w]; env i is (owner[i], slot[i]).
         self.groups = [g.tolist() for g in np.array_split(np.arange(self.batch_size), n_workers)]
         self.owner = {i: (w, j) for w, g in enumerate(self.groups) for j, i in enumerate(g)}
@@ -136,6 +144,8 @@ class ParallelRunner(RunnerBase):
         """[(env index, data), ...] in increasing env order -> the envs' replies in that order
         (for step and reset: stacked, see stack_replies); every worker involved works at once.
         Workers own contiguous groups of envs, so their replies concatenate in env order."""
+        if self.local_envs is not None:
+            return answer_here(self.local_envs, cmd, items, self.step_fields)
         per_worker = {}
         for i, data in items:
             w, j = self.owner[i]
@@ -150,6 +160,8 @@ class ParallelRunner(RunnerBase):
         if self.closed:
             return
         self.closed = True
+        for env in self.local_envs or ():
+            env.close()
         for w, p in enumerate(self.ps):
             if p.is_alive():
                 try:  # bounded: after an interrupt a worker may be anywhere in its exchange

@@ -5,7 +5,7 @@ import torch
 
 from envs import REGISTRY as env_REGISTRY
 from envs import batched
-from runners.base import STACKED, RunnerBase, env_args_for, env_command, stack_replies, transition_fields
+from runners.base import RunnerBase, answer_here, env_args_for, transition_fields
 
 
 class VectorRunner(RunnerBase):
@@ -121,8 +121,7 @@ class VectorRunner(RunnerBase):
     def _exchange(self, cmd, items):
         if self.batched:
             return self._exchange_batched(cmd, items)
-        replies = [env_command(self.envs[i], cmd, data, self.step_fields) for i, data in items]
-        return stack_replies(replies) if cmd in STACKED else replies
+        return answer_here(self.envs, cmd, items, self.step_fields)
 
     def _exchange_batched(self, cmd, items):
         env, rows = self.envs[0], [i for i, _ in items]

@@ -9,12 +9,21 @@ import yaml
 
 from config import DEFAULT_ALG, DEFAULT_ENV, yaml_error
 from utils.errors import ConfigError
+from utils.values import BOOKKEEPING
+
+# `launch` keys: how a run goes, never what it trains (its processes, threads, logging), so not
+# part of a run's key and free to change while a sweep goes on. The sweep sets the others itself.
+LAUNCH_KEYS = BOOKKEEPING - {
+    "checkpoint_path", "load_step", "resume_override", "evaluate", "local_results_path",
+    "experiment", "sweep_key", "save_model", "save_model_interval", "save_buffer",
+}  # fmt: skip
 
 SPEC_KEYS = {
     "experiment",
     "config",
     "env_config",
     "overrides",
+    "launch",
     "grid",
     "seeds",
     "backend",
@@ -45,7 +54,24 @@ def load_spec(path):
         )
     if not spec.get("experiment"):
         raise ConfigError(f"{path}: set `experiment` (the name its runs are grouped under)")
+    check_launch(spec, path)
     return spec
+
+
+def check_launch(spec, path):
+    launch = spec.get("launch") or {}
+    if not isinstance(launch, dict):
+        raise ConfigError(f"`launch` in {path} must map keys to values, got {launch!r}")
+    wrong = sorted(set(launch) - LAUNCH_KEYS)
+    if wrong:
+        raise ConfigError(
+            f"`launch` in {path} cannot set {', '.join(wrong)}: it holds only keys that change how runs "
+            f"go, not what they train, which are not part of a run's key ({', '.join(sorted(LAUNCH_KEYS))}); "
+            f"put the others under `overrides`"
+        )
+    both = sorted(set(launch) & (set(spec.get("overrides") or {}) | set(spec.get("grid") or {})))
+    if both:
+        raise ConfigError(f"{path} sets {', '.join(both)} under `launch` and under `overrides` or `grid`")
 
 
 def yaml_value(v):
@@ -76,6 +102,7 @@ def expand(spec):
                 "config": config,
                 "env_config": env_config,
                 "overrides": overrides,
+                "launch": dict(spec.get("launch") or {}),
                 "grid": dict(zip(keys, combo, strict=True)),
                 "seed": seed,
                 "key": key,
@@ -108,6 +135,9 @@ def override_file(spec, overrides, path):
         raise ConfigError(f"{path} varies {', '.join(varied)} in its grid; edit the grid instead")
     if "local_results_path" in overrides:
         raise ConfigError("local_results_path is the sweep's own (its `results` key), not an override")
+    launched = sorted(set(overrides) & set(spec.get("launch") or {}))
+    if launched:
+        raise ConfigError(f"{path} sets {', '.join(launched)} under `launch`; edit it there")
     spec["overrides"] = {**(spec.get("overrides") or {}), **overrides}
     spec["command_line_overrides"] = overrides
 
