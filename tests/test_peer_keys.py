@@ -2,6 +2,7 @@
 key of every YAML file is checked as a `with` override is."""
 
 import math
+import os
 
 import pytest
 import yaml
@@ -212,3 +213,33 @@ def test_the_researchers_sharing_keys_in_yaml_and_on_the_command_line(tmp_path, 
     assert "probabilities_version" in notes and "receive_version" in notes
     with pytest.raises(ConfigError, match="probabilities_version: 3"):
         load_config(["--config=inspire_qmix", "with", "probabilities_version=3"])
+
+
+def test_a_shipped_config_in_its_authors_names_says_so_in_one_line(capsys):
+    # inspire_published keeps the published file's 17 peer keys: one note per run, not 17; the
+    # command the note names lists each key's reading.
+    import subprocess
+    import sys
+
+    cfg = load_config(["--config=inspire_published"])
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: config/algs/inspire_published.yaml keeps its authors' key names: 17 read as ours "
+        "(`python src/peer_keys.py --config=inspire_published` lists them)"
+    ]
+    assert cfg["share_ratio_end"] == 0 and cfg["learner"] == "q_divide_learner"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "src", "peer_keys.py"), "--config=inspire_published"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+    ).stdout.splitlines()
+    assert len(out) == 17 and all(
+        line.startswith("note: config/algs/inspire_published.yaml: ") for line in out
+    )
+    assert (
+        "note: config/algs/inspire_published.yaml: ESR_warm_up_ratio: 0.6 -> share_warm_up_ratio: 0.6"
+        in out[14]
+    )
