@@ -865,6 +865,7 @@ def test_launch_settings_reach_every_run_but_not_its_key(tmp_path, capsys):
     plain.write_text(body)
     launched.write_text(body + "launch: {env_workers: 0, torch_threads: 1}\n")
     assert sweep.main([str(launched), "--dry-run"]) == 0
+    assert "every run launched with env_workers=0 torch_threads=1" in capsys.readouterr().out
     runs = sweep.expand(sweep.load_spec(str(launched)))
     assert [r["key"] for r in runs] == [r["key"] for r in sweep.expand(sweep.load_spec(str(plain)))]
     argv = command(runs[0], {"experiment": "e"})

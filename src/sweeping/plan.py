@@ -151,6 +151,9 @@ def report(spec, runs, done, busy, wanted=None):
     if spec.get("command_line_overrides"):
         given = " ".join(f"{k}={v}" for k, v in spec["command_line_overrides"].items())
         print(f"  every run with {given} (from the command line)")
+    if spec.get("launch"):
+        given = " ".join(f"{k}={yaml_value(v)}" for k, v in spec["launch"].items())
+        print(f"  every run launched with {given} (how runs go, not part of their keys)")
     for r in runs:
         if r["key"] in done:
             print("  done   " + describe(r))
