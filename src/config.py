@@ -162,18 +162,18 @@ def merge_file(config, defaults, data, path):
             raise ConfigError(f"{where}: {e}") from None
 
 
-EXPLAIN_SHIPPED = False  # peer_keys.py's command line lists a shipped file's notes one by one
+EXPLAIN_SHIPPED = False  # this file's command line lists a shipped file's notes one by one
 
 
 def show_notes(where, notes, shipped):
     """A note per peer key read as ours; one line for a file of this project (its keys were
-    checked when it was written), which peer_keys.py can list key by key."""
+    checked when it was written), whose notes `python src/config.py --config=NAME` lists."""
     if shipped and len(notes) > 1 and not EXPLAIN_SHIPPED:
         name = os.path.splitext(os.path.basename(where))[0]
         flag = "--env-config" if os.path.basename(os.path.dirname(where)) == "envs" else "--config"
         print(
             f"note: {where} keeps its authors' key names: {len(notes)} read as ours "
-            f"(`python src/peer_keys.py {flag}={name}` lists them)",
+            f"(`python src/config.py {flag}={name}` lists them)",
             file=sys.stderr,
         )
         return
@@ -439,3 +439,15 @@ def resumed_config(folder, saved, alg_name, env_name, overrides, defaults):
         file=sys.stderr,
     )
     return config
+
+
+if __name__ == "__main__":
+    # python src/config.py --config=NAME [--env-config=NAME]: what each peer key of the files became
+    import contextlib
+
+    EXPLAIN_SHIPPED = True
+    try:
+        with contextlib.redirect_stderr(sys.stdout):  # the notes are this command's output
+            load_config(sys.argv[1:])
+    except ConfigError as e:
+        sys.exit(f"error: {e}")

@@ -217,18 +217,3 @@ def translate(cfg, known, context=None):
 
 def _show(mapping):
     return ", ".join(f"{k}: {v!r}" for k, v in mapping.items())
-
-
-if __name__ == "__main__":
-    # python src/peer_keys.py --config=NAME [--env-config=NAME]: what each peer key became
-    import contextlib
-    import sys
-
-    import config
-
-    config.EXPLAIN_SHIPPED = True
-    try:
-        with contextlib.redirect_stderr(sys.stdout):  # the notes are this command's output
-            config.load_config(sys.argv[1:])
-    except config.ConfigError as e:
-        sys.exit(f"error: {e}")

@@ -225,12 +225,12 @@ def test_a_shipped_config_in_its_authors_names_says_so_in_one_line(capsys):
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
     assert notes == [
         "note: config/algs/inspire_published.yaml keeps its authors' key names: 17 read as ours "
-        "(`python src/peer_keys.py --config=inspire_published` lists them)"
+        "(`python src/config.py --config=inspire_published` lists them)"
     ]
     assert cfg["share_ratio_end"] == 0 and cfg["learner"] == "q_divide_learner"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(
-        [sys.executable, os.path.join(root, "src", "peer_keys.py"), "--config=inspire_published"],
+        [sys.executable, os.path.join(root, "src", "config.py"), "--config=inspire_published"],
         capture_output=True,
         text=True,
         check=True,
