@@ -866,9 +866,10 @@ def test_launch_settings_reach_every_run_but_not_its_key(tmp_path, capsys):
     launched.write_text(body + "launch: {env_workers: 0, torch_threads: 1}\n")
     assert sweep.main([str(launched), "--dry-run"]) == 0
     assert "every run launched with env_workers=0 torch_threads=1" in capsys.readouterr().out
-    runs = sweep.expand(sweep.load_spec(str(launched)))
+    spec = sweep.load_spec(str(launched))
+    runs = sweep.expand(spec)
     assert [r["key"] for r in runs] == [r["key"] for r in sweep.expand(sweep.load_spec(str(plain)))]
-    argv = command(runs[0], {"experiment": "e"})
+    argv = command(runs[0], spec)
     assert "env_workers=0" in argv and "torch_threads=1" in argv
     for extra, said in [
         ("launch: {lr: 0.001}\n", "`launch` in .* cannot set lr: it holds only keys that change how runs go"),

@@ -36,7 +36,7 @@ def command(run, spec):
         f"--env-config={run['env_config']}",
         "with",
         *(f"{k}={yaml_value(v)}" for k, v in run["overrides"].items()),
-        *(f"{k}={yaml_value(v)}" for k, v in run.get("launch", {}).items()),
+        *(f"{k}={yaml_value(v)}" for k, v in (spec.get("launch") or {}).items()),
         *run.get("checkpointing", ()),
         *([f"checkpoint_path={resume['folder']}"] if resume else []),
         f"seed={run['seed']}",

@@ -102,7 +102,6 @@ def expand(spec):
                 "config": config,
                 "env_config": env_config,
                 "overrides": overrides,
-                "launch": dict(spec.get("launch") or {}),
                 "grid": dict(zip(keys, combo, strict=True)),
                 "seed": seed,
                 "key": key,
