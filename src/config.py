@@ -445,9 +445,15 @@ if __name__ == "__main__":
     # python src/config.py --config=NAME [--env-config=NAME]: what each peer key of the files became
     import contextlib
 
+    from utils.processes import exit_quietly_on_closed_pipe
+
     EXPLAIN_SHIPPED = True
-    try:
-        with contextlib.redirect_stderr(sys.stdout):  # the notes are this command's output
-            load_config(sys.argv[1:])
-    except ConfigError as e:
-        sys.exit(f"error: {e}")
+
+    def explain():
+        try:
+            with contextlib.redirect_stderr(sys.stdout):  # the notes are this command's output
+                load_config(sys.argv[1:])
+        except ConfigError as e:
+            return f"error: {e}"
+
+    sys.exit(exit_quietly_on_closed_pipe(explain))

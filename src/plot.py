@@ -58,6 +58,7 @@ from plotting.reference import (
     load_reference,
     reference_for,
 )
+from utils.processes import exit_quietly_on_closed_pipe
 from utils.results import load_runs
 
 # what bench/ and the tests take from here besides main
@@ -299,4 +300,4 @@ def write_reference_checks(df, ref, out):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_quietly_on_closed_pipe(main))

@@ -66,6 +66,7 @@ from sweeping.plan import (
 )
 from sweeping.spec import describe, expand, load_spec, selected, spec_from_args
 from utils.errors import ConfigError
+from utils.processes import exit_quietly_on_closed_pipe
 
 # what the tests and bench/ take from here besides main
 __all__ = [
@@ -214,4 +215,4 @@ def _raise_interrupt(signum, frame):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_quietly_on_closed_pipe(main))

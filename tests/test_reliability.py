@@ -742,6 +742,23 @@ def test_a_stopped_sweep_run_goes_on_from_its_checkpoint(tmp_path):
     assert f"(from t_env {t_last}; its buffer from buffer.th)" in listing
 
 
+@pytest.mark.parametrize("command", ["sweep", "config"])
+def test_a_listing_read_by_a_closed_pipe_ends_without_a_traceback(tmp_path, command):
+    """`python src/sweep.py FILE --dry-run | head` and the like end as shell commands do."""
+    if command == "sweep":
+        spec = {"experiment": "pipe", "config": "qmix", "env_config": "mpe", "seeds": [1, 2]}
+        spec["overrides"] = {"local_results_path": str(tmp_path)}
+        (tmp_path / "sweep.yaml").write_text(json.dumps(spec))
+        argv = [os.path.join(SRC, "sweep.py"), str(tmp_path / "sweep.yaml"), "--dry-run"]
+    else:
+        argv = [os.path.join(SRC, "config.py"), "--config=inspire_published", "--env-config=skirmish"]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    proc = subprocess.Popen([sys.executable, *argv], **pipes, text=True)
+    proc.stdout.close()  # the reader leaves before the command has printed anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
+
+
 def test_a_completed_sweep_run_keeps_checkpoints_but_no_buffer(tmp_path):
     import sweep
 

@@ -4,6 +4,8 @@ import os
 import sys
 import time
 
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a command killed by SIGPIPE
+
 
 def signal_on_parent_death(sig, parent_pid):
     """Ask Linux to send `sig` to this process when its parent dies, however it dies (kill -9, the
@@ -61,3 +63,19 @@ def raise_if_interrupted():
 def forget_interrupts():
     global _received, _raised_at
     _received = _raised_at = None
+
+
+def exit_quietly_on_closed_pipe(main):
+    """Run `main()` -> its exit code; where its reader went away (`... | head`), end as a shell
+    command does (code 141, no traceback)."""
+    try:
+        try:
+            code = main()
+        except SystemExit as stop:  # argparse's --help and its errors
+            code = stop.code
+        sys.stdout.flush()  # a buffered listing fails here, not at exit
+        return code
+    except BrokenPipeError:
+        # later flushes (at exit) would raise again: point stdout at nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
