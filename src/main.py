@@ -16,7 +16,13 @@ from config import USAGE, load_config, results_base, seed_env  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 from utils.files import disk_full_message, is_disk_full  # noqa: E402
 from utils.logger import get_console_logger  # noqa: E402
-from utils.processes import forget_interrupts, raise_interrupt, signal_on_parent_death  # noqa: E402
+from utils.processes import (  # noqa: E402
+    SAVE_AND_STOP,
+    forget_interrupts,
+    raise_interrupt,
+    request_save_and_stop,
+    signal_on_parent_death,
+)
 
 
 def results_folder(config):
@@ -92,7 +98,10 @@ def main(argv):
 
     ex = build_experiment(config, console)
     forget_interrupts()
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, raise_interrupt)}
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, raise_interrupt),
+        SAVE_AND_STOP: signal.signal(SAVE_AND_STOP, request_save_and_stop),
+    }
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays so
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, raise_interrupt)
     try:
@@ -104,7 +113,8 @@ def main(argv):
         settle_interrupted(ex)
         signum = getattr(e, "signum", signal.SIGINT)
         print(
-            f"interrupted by {signal.Signals(signum).name}; the run's record is marked "
+            f"{'stopped' if signum == SAVE_AND_STOP else 'interrupted'} by {signal.Signals(signum).name}; "
+            "the run's record is marked "
             f"INTERRUPTED: {sacred_record(ex)}",
             file=sys.stderr,
         )

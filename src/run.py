@@ -3,6 +3,7 @@
 import gc
 import os
 import random
+import signal
 import time
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from components.episode_buffer import EpisodeBatch
 from resume import RunState, resume, save_model
 from utils.checkpoint import find_checkpoint, load_checkpoint
 from utils.logger import Logger, Progress, get_console_logger
-from utils.processes import Interrupted, interrupt_received, raise_if_interrupted
+from utils.processes import Interrupted, interrupt_received, raise_if_interrupted, save_and_stop_requested
 from utils.summary import end_block
 
 
@@ -262,10 +263,24 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
         if args.save_model and runner.t_env - model_save_t >= args.save_model_interval:
             model_save_t = runner.t_env
             save_model(args, runner, learner, episode, buffer, pending, run_state)
+        stop = save_and_stop_requested()
+        if stop is not None:  # the end of a step is where a checkpoint is whole
+            if args.save_model and model_save_t != runner.t_env:
+                model_save_t = runner.t_env
+                save_model(args, runner, learner, episode, buffer, pending, run_state)
+            logger.console_logger.info(stopping_line(args, runner.t_env, stop))
+            raise Interrupted(stop)
 
     if args.save_model and model_save_t != runner.t_env:  # not saved a second time at that step
         save_model(args, runner, learner, episode, buffer, pending, run_state)
     logger.print_recent_stats("finished: " + progress.line(runner.t_env, episode))
+
+
+def stopping_line(args, t_env, signum):
+    name = signal.Signals(signum).name
+    if not args.save_model:
+        return f"{name}: stopping at t_env {t_env} without a checkpoint (save_model is False)"
+    return f"{name}: saved a checkpoint at t_env {t_env}; stopping (a resumed run goes on from it)"
 
 
 def train_on_policy(args, runner, learner, episode):

@@ -66,7 +66,7 @@ from sweeping.plan import (
 )
 from sweeping.spec import describe, expand, load_spec, selected, spec_from_args
 from utils.errors import ConfigError
-from utils.processes import exit_quietly_on_closed_pipe
+from utils.processes import SAVE_AND_STOP, exit_quietly_on_closed_pipe
 
 # what the tests and bench/ take from here besides main
 __all__ = [
@@ -170,9 +170,10 @@ def execute(spec, todo, a):
             if isinstance(rc, str):
                 print(f"skipped {describe(run)}: {rc}", flush=True)
                 continue
-            if rc in INTERRUPTED_CODES:  # Ctrl-C, SIGTERM
+            if rc in INTERRUPTED_CODES:  # Ctrl-C, SIGTERM, SIGUSR1
                 stopped += 1
-                print(f"interrupted {describe(run)} -> {log}", flush=True)
+                how = "saved and stopped" if rc == 128 + SAVE_AND_STOP else "interrupted"
+                print(f"{how} {describe(run)} -> {log}", flush=True)
                 continue
             failed += rc != 0
             completed += rc == 0

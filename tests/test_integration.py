@@ -224,6 +224,42 @@ def test_a_run_resumed_without_env_worker_processes_repeats_the_uninterrupted_ru
     assert _curves(resumed) == _curves(whole)
 
 
+def test_sigusr1_saves_off_the_checkpoint_grid_and_the_resumed_run_repeats_the_uninterrupted_one(
+    tmp_path, monkeypatch
+):
+    # SIGUSR1 (a cluster's warning, a sweep stopped between sessions) saves at the end of the step
+    # under way, wherever that falls, and the run goes on from there as if never stopped.
+    import signal
+
+    import run
+
+    argv = ["save_model=True", "save_model_interval=100", "save_buffer=True", "t_max=400"]
+    assert run_main(tmp_path / "whole", extra=argv) == 0
+    draw = run.draw_batch
+
+    def signalled(args, buffer, t_env=0):
+        if t_env >= 230 and not signalled.sent:
+            signalled.sent = True
+            os.kill(os.getpid(), signal.SIGUSR1)  # its handler only takes note
+        return draw(args, buffer, t_env)
+
+    signalled.sent = False
+    monkeypatch.setattr(run, "draw_batch", signalled)
+    assert run_main(tmp_path / "parts", extra=argv) == 128 + signal.SIGUSR1
+    monkeypatch.setattr(run, "draw_batch", draw)
+    root = glob.glob(os.path.join(str(tmp_path / "parts"), "models", "*"))[0]
+    saved = sorted(int(d) for d in os.listdir(root))
+    assert saved[:2] == [100, 200] and 230 <= saved[-1] < 300 and len(saved) == 3, saved
+    stopped = sacred_runs(tmp_path / "parts")[0]
+    assert read(stopped, "run.json")["status"] == "INTERRUPTED"
+    assert f"SIGUSR1: saved a checkpoint at t_env {saved[-1]}; stopping" in read(stopped, "cout.txt")
+    assert run_main(tmp_path / "parts", extra=[*argv, f"checkpoint_path={root}"]) == 0
+    resumed = sacred_runs(tmp_path / "parts")[1]
+    info = read(resumed, "info.json")["resumed_from"]
+    assert info["exact"] and info["t_env"] == saved[-1], info
+    assert _curves(resumed) == _curves(sacred_runs(tmp_path / "whole")[0])
+
+
 @pytest.mark.parametrize(
     "alg,env,extra",
     [

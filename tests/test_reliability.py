@@ -420,6 +420,29 @@ def test_signals_give_one_line_and_an_interrupted_record(tmp_path, sig):
     assert workers and not any(alive(w) for w in workers)
 
 
+def test_sigusr1_to_a_run_and_its_workers_saves_a_checkpoint_and_stops_it(tmp_path):
+    # As a cluster sends it before the time limit, to every process of the job: the workers leave
+    # it to the run, which saves at the end of its step and ends INTERRUPTED.
+    extra = ["runner=parallel", "batch_size_run=2", "env_workers=2", "save_model=True"]
+    proc = start_run(tmp_path, *extra, "save_model_interval=100000000")
+    assert wait_for(lambda: len(children(proc.pid)) >= 2 and sacred_runs(tmp_path))
+    time.sleep(1)
+    workers = children(proc.pid)
+    for pid in (proc.pid, *workers):
+        os.kill(pid, signal.SIGUSR1)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + signal.SIGUSR1, err
+    record = sacred_runs(tmp_path)[0]
+    lines = [ln for ln in err.splitlines() if not ln.startswith(("[INFO", "  "))]
+    assert lines == [f"stopped by SIGUSR1; the run's record is marked INTERRUPTED: {record}"], err
+    (t_saved, models), *more = steps_saved(tmp_path)
+    assert not more and t_saved > 0
+    assert f"SIGUSR1: saved a checkpoint at t_env {t_saved}; stopping" in err
+    assert f"run interrupted at t_env {t_saved}" in err and f"(newest t_env {t_saved})" in err, err
+    assert read(record, "run.json")["status"] == "INTERRUPTED"
+    assert not any(alive(w) for w in workers)
+
+
 def signal_during_set_up(monkeypatch, sig, on_interrupt=None):
     """Send `sig` to this process while the run builds its scheme. on_interrupt(exc): what the
     set-up code does with the handler's exception (None: it propagates)."""
@@ -591,6 +614,28 @@ def test_ctrl_c_stops_a_sweep(tmp_path):
         "2 not started (run the sweep again to go on)"
     ], err
     only_run_interrupted(first)
+
+
+def test_sigusr1_stops_a_sweep_after_its_runs_save_and_it_goes_on_from_there(tmp_path):
+    proc, first = start_sweep(tmp_path, "usr1", [1, 2], listen_to_ctrl_c)
+    proc.send_signal(signal.SIGUSR1)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "saved and stopped --config=qmix --env-config=mpe seed=1" in out, out
+    assert err.strip().splitlines() == [
+        "sweep usr1 interrupted: 0 completed, 1 interrupted, 0 failed, "
+        "1 not started (run the sweep again to go on)"
+    ], err
+    only_run_interrupted(first)
+    (t_saved, _), *more = steps_saved(tmp_path)  # no checkpoint was due (a tenth of t_max)
+    assert not more and t_saved > 0
+    listing = subprocess.run(
+        [sys.executable, os.path.join(SRC, "sweep.py"), str(tmp_path / "sweep.yaml"), "--dry-run"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert f"  resume --config=qmix --env-config=mpe seed=1 (from t_env {t_saved}" in listing, listing
+    assert "  run    --config=qmix --env-config=mpe seed=2" in listing, listing
 
 
 def test_a_background_sweep_stops_its_runs_on_sigterm(tmp_path):

@@ -10,7 +10,7 @@ import numpy as np
 
 from envs import REGISTRY as env_REGISTRY
 from runners.base import STACKED, RunnerBase, answer_here, env_args_for
-from utils.processes import signal_on_parent_death
+from utils.processes import SAVE_AND_STOP, signal_on_parent_death
 
 
 class EnvWorkerError(RuntimeError):
@@ -44,6 +44,9 @@ def env_worker(remote, env_name, env_args_list, parent_pid=None, extra=()):
     that order, or ("error", text)."""
     parent_pid = parent_pid or os.getppid()
     die_with_parent(parent_pid)
+    # sent to the whole process group (a cluster's warning), it is the run's to answer: it saves
+    # and then closes its workers
+    signal.signal(SAVE_AND_STOP, signal.SIG_IGN)
     try:
         envs = [env_REGISTRY[env_name](**a) for a in env_args_list]
         while True:

@@ -9,6 +9,7 @@ import threading
 
 from config import ROOT
 from utils.errors import ConfigError
+from utils.processes import SAVE_AND_STOP
 
 
 def run_env():
@@ -22,10 +23,11 @@ def run_env():
 
 class LocalRuns:
     """The local backend's runs, each a subprocess in its own session: Ctrl-C reaches the sweep
-    only, and the sweep passes one SIGINT to each running run and starts no more."""
+    only, and the sweep passes one SIGINT to each running run and starts no more (SIGUSR1: passes
+    SIGUSR1, and each run saves a checkpoint before it stops)."""
 
     def __init__(self):
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # stop() may run in a signal handler of the main thread
         self.procs = set()
         self.stopping = False
 
@@ -76,15 +78,17 @@ def run_local(jobs, workers, check=None):
     deaf = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     if deaf:
         signal.signal(signal.SIGINT, _ignored)
+    runs = LocalRuns()
+    save_and_stop = signal.signal(SAVE_AND_STOP, lambda signum, frame: runs.stop(SAVE_AND_STOP))
     try:
-        yield from _run_local(jobs, workers, check)
+        yield from _run_local(runs, jobs, workers, check)
     finally:
+        signal.signal(SAVE_AND_STOP, save_and_stop)
         if deaf:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run_local(jobs, workers, check):
-    runs = LocalRuns()
+def _run_local(runs, jobs, workers, check):
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
     futures = {
         pool.submit(runs.run, cmd, log, functools.partial(check, run) if check else None): (run, log)
@@ -106,7 +110,7 @@ def _run_local(jobs, workers, check):
                 yield futures[fut], fut.result()
     finally:
         pool.shutdown(wait=not interrupted, cancel_futures=True)
-    if interrupted:
+    if interrupted or runs.stopping:  # SIGUSR1 too: the sweep then says what did not start
         raise KeyboardInterrupt
 
 
@@ -138,6 +142,8 @@ def run_ray(jobs, address):
 
     remote = ray.remote(num_cpus=1)(ray_run)
     interrupted = False
+    # a Ray task cannot be passed a signal of our choosing: SIGUSR1 stops its runs as Ctrl-C does
+    save_and_stop = signal.signal(SAVE_AND_STOP, signal.default_int_handler)
     try:
         refs = {remote.remote(cmd, log, ROOT): (run, log) for run, cmd, log in jobs}
         pending = list(refs)
@@ -156,14 +162,17 @@ def run_ray(jobs, address):
                     rc = None if interrupted else 1
                 yield refs[ref], rc
     finally:
+        signal.signal(SAVE_AND_STOP, save_and_stop)
         ray.shutdown()
     if interrupted:
         raise KeyboardInterrupt
 
 
-# How a stopped run ends: 130/143 from main.py (its record says INTERRUPTED), or killed by the
-# signal's default action before main.py listened (during its imports: no record yet).
-INTERRUPTED_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
+# How a stopped run ends: 130/143/138 from main.py (its record says INTERRUPTED; 138: SIGUSR1,
+# after saving a checkpoint), or killed by the signal's default action before main.py listened
+# (during its imports: no record yet).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, SAVE_AND_STOP)
+INTERRUPTED_CODES = tuple(128 + s for s in STOP_SIGNALS) + tuple(-s for s in STOP_SIGNALS)
 
 
 def exit_reason(rc):

@@ -1,6 +1,7 @@
 """Processes that end with their parent."""
 
 import os
+import signal
 import sys
 import time
 
@@ -60,9 +61,25 @@ def raise_if_interrupted():
         raise Interrupted(_received)
 
 
+# SIGUSR1 asks a run to save a checkpoint at the end of the step under way and stop (a cluster's
+# warning before its time limit, a sweep stopped between sessions): nothing is lost.
+SAVE_AND_STOP = signal.SIGUSR1
+_stop_requested = None
+
+
+def request_save_and_stop(signum, frame):
+    global _stop_requested
+    _stop_requested = signum
+
+
+def save_and_stop_requested():
+    """-> the signal number of a pending save-and-stop request, or None."""
+    return _stop_requested
+
+
 def forget_interrupts():
-    global _received, _raised_at
-    _received = _raised_at = None
+    global _received, _raised_at, _stop_requested
+    _received = _raised_at = _stop_requested = None
 
 
 def exit_quietly_on_closed_pipe(main):
