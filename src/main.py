@@ -112,9 +112,9 @@ def main(argv):
     except KeyboardInterrupt as e:
         settle_interrupted(ex)
         signum = getattr(e, "signum", signal.SIGINT)
+        how = "stopped" if signum == SAVE_AND_STOP else "interrupted"
         print(
-            f"{'stopped' if signum == SAVE_AND_STOP else 'interrupted'} by {signal.Signals(signum).name}; "
-            "the run's record is marked "
+            f"{how} by {signal.Signals(signum).name}; the run's record is marked "
             f"INTERRUPTED: {sacred_record(ex)}",
             file=sys.stderr,
         )

@@ -266,7 +266,6 @@ def _train(args, runner, buffer, learner, logger, episode, t_start, resumed=Fals
         stop = save_and_stop_requested()
         if stop is not None:  # the end of a step is where a checkpoint is whole
             if args.save_model and model_save_t != runner.t_env:
-                model_save_t = runner.t_env
                 save_model(args, runner, learner, episode, buffer, pending, run_state)
             logger.console_logger.info(stopping_line(args, runner.t_env, stop))
             raise Interrupted(stop)

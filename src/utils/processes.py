@@ -1,11 +1,11 @@
-"""Processes that end with their parent."""
+"""Processes that end with their parent, and the signals that stop them."""
 
 import os
 import signal
 import sys
 import time
 
-EXIT_BROKEN_PIPE = 141  # what a shell reports for a command killed by SIGPIPE
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a command SIGPIPE killed
 
 
 def signal_on_parent_death(sig, parent_pid):
